@@ -1,0 +1,142 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+/// One set of Swift settings for every target (as SwiftNIO does): Swift 6 language mode with
+/// strict concurrency comes from the tools version; `ExistentialAny` keeps existentials visible.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny")
+]
+
+let package = Package(
+    name: "tokend",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "tokend", targets: ["tokend"]),
+        .executable(name: "tokenctl", targets: ["tokenctl"]),
+        /// The client library other programs link to get fresh tokens. Depends only on the
+        /// protocol module and SwiftNIO.
+        .library(name: "TokendClient", targets: ["TokendClient"]),
+        .library(name: "TokendProtocol", targets: ["TokendProtocol"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
+    ],
+    targets: [
+        // Pure logic: credential model, deadlines, access policy, token-response parsing.
+        // No I/O, no NIO; time is always passed in.
+        .target(name: "TokendCore", dependencies: ["TokendJSON"], swiftSettings: swiftSettings),
+        // A strict, depth-limited JSON reader and writer for small messages. No dependencies.
+        .target(name: "TokendJSON", swiftSettings: swiftSettings),
+        // Varlink wire format: NUL framing, a strict JSON codec, call/reply types, the interface.
+        .target(
+            name: "TokendProtocol",
+            dependencies: ["TokendJSON", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        // Configuration file (TOML) → validated, typed configuration.
+        .target(
+            name: "TokendConfig",
+            dependencies: ["TokendCore", .product(name: "TOMLKit", package: "TOMLKit")],
+            swiftSettings: swiftSettings
+        ),
+        // Encrypted credential store (SQLite via GRDB) and the master-key ring.
+        .target(
+            name: "TokendStorage",
+            dependencies: [
+                "TokendCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Everything that talks to identity providers over HTTP: grants, revocation, discovery.
+        .target(
+            name: "TokendOAuth",
+            dependencies: [
+                "TokendCore", "TokendConfig",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The daemon: socket server, peer credentials, token view, method dispatch.
+        .target(
+            name: "TokendServer",
+            dependencies: [
+                "TokendCore", "TokendProtocol", "TokendStorage", "TokendConfig", "TokendOAuth",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Public client library: protocol module and SwiftNIO only.
+        .target(
+            name: "TokendClient",
+            dependencies: [
+                "TokendProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "tokend",
+            dependencies: [
+                "TokendServer", "TokendConfig",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "tokenctl",
+            dependencies: [
+                "TokendClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "TokendJSONTests", dependencies: ["TokendJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "TokendCoreTests", dependencies: ["TokendCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TokendProtocolTests",
+            dependencies: ["TokendProtocol", .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOEmbedded", package: "swift-nio"),
+                           .product(name: "NIOTestUtils", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "TokendConfigTests", dependencies: ["TokendConfig"], swiftSettings: swiftSettings),
+        .testTarget(name: "TokendStorageTests", dependencies: ["TokendStorage"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TokendClientTests",
+            dependencies: [
+                "TokendClient", "TokendProtocol", "TokendJSON",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TokendIntegrationTests",
+            dependencies: ["TokendClient", "TokendProtocol"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

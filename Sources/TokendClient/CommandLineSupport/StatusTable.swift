@@ -1,0 +1,100 @@
+import TokendJSON
+import TokendProtocol
+
+/// Renders `Status` replies for people (`tokenctl status`) and for programs (`--json`).
+///
+/// Pure: the current time is passed in. Every string from the daemon is stripped of control
+/// characters before it reaches a terminal.
+public enum StatusTable {
+    /// The column titles, in order.
+    public static let columns = ["USER", "PROVIDER", "STATE", "EXPIRES IN", "NEXT REFRESH", "LAST ERROR"]
+    /// The longest `LAST ERROR` shown; the full text is in `--json`.
+    public static let maximumErrorLength = 60
+
+    /// The header line and the table.
+    /// - Parameters:
+    ///   - daemon: the daemon's status, when known; it becomes the header line.
+    ///   - credentials: the rows, sorted by user identifier.
+    ///   - now: the current time, in seconds since the epoch.
+    /// - Returns: the text, ending in a newline.
+    public static func render(daemon: DaemonStatus?, credentials: [CredentialStatus], now: Int64) -> String {
+        var output = ""
+        if let daemon { output += header(daemon, now: now) + "\n" }
+        guard !credentials.isEmpty else {
+            output += daemon == nil || daemon?.credentials == 0 ? "No credentials.\n" : "No credentials visible to this user.\n"
+            return output
+        }
+        if daemon != nil { output += "\n" }
+        let rows = credentials.sorted { $0.userIdentifier < $1.userIdentifier }.map { row($0, now: now) }
+        output += table([columns] + rows)
+        return output
+    }
+
+    /// `tokend 0.3.1, up 2d 4h; 3 credentials: 2 valid, 1 retrying; next refresh in 4m 10s`.
+    /// - Parameters:
+    ///   - daemon: the daemon's status.
+    ///   - now: the current time, in seconds since the epoch.
+    public static func header(_ daemon: DaemonStatus, now: Int64) -> String {
+        var text = "tokend \(clean(daemon.version)), up \(DurationText.format(seconds: max(0, now - daemon.startedAt)))"
+        text += "; \(daemon.credentials) credential\(daemon.credentials == 1 ? "" : "s")"
+        let counts: [(Int64, String)] = [
+            (daemon.valid, "valid"), (daemon.refreshing, "refreshing"), (daemon.retrying, "retrying"),
+            (daemon.reauthenticationRequired, "reauthentication required"), (daemon.expired, "expired"),
+        ]
+        let nonZero = counts.filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
+        if !nonZero.isEmpty { text += ": " + nonZero.joined(separator: ", ") }
+        if let next = daemon.nextRefreshAt {
+            let until = DurationText.until(next, now: now)
+            text += until == "due" ? "; next refresh due now" : "; next refresh in \(until)"
+        }
+        return text
+    }
+
+    /// One table row.
+    static func row(_ status: CredentialStatus, now: Int64) -> [String] {
+        var lastError = status.lastError.map(clean) ?? "-"
+        if lastError.isEmpty { lastError = "-" }
+        if lastError.count > maximumErrorLength { lastError = String(lastError.prefix(maximumErrorLength - 3)) + "..." }
+        return [
+            clean(status.userIdentifier), clean(status.provider), clean(status.state),
+            DurationText.expiresIn(status.expiresAt, now: now), DurationText.until(status.nextRefreshAt, now: now), lastError,
+        ]
+    }
+
+    /// Left-aligned columns two spaces apart; the last column is not padded.
+    static func table(_ rows: [[String]]) -> String {
+        guard let width = rows.map(\.count).max(), width > 0 else { return "" }
+        var widths = Array(repeating: 0, count: width)
+        for row in rows {
+            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+        }
+        var output = ""
+        for row in rows {
+            var line = ""
+            for (index, cell) in row.enumerated() {
+                if index == row.count - 1 {
+                    line += cell
+                } else {
+                    line += cell + String(repeating: " ", count: widths[index] - cell.count + 2)
+                }
+            }
+            // Trailing spaces would only come from an empty last cell.
+            while line.last == " " { line.removeLast() }
+            output += line + "\n"
+        }
+        return output
+    }
+
+    /// The status as one line of JSON: `{"daemon":{…},"credentials":[…]}` (no `daemon` when the
+    /// daemon sent none). The fields are those of the Varlink interface.
+    public static func json(daemon: DaemonStatus?, credentials: [CredentialStatus]) -> String {
+        var object: JSONObject = [:]
+        object.setIfPresent("daemon", daemon.map { .object($0.json) })
+        object["credentials"] = .array(credentials.map { .object($0.json) })
+        return JSONWriter.string(.object(object))
+    }
+
+    private static func clean(_ text: String) -> String {
+        Redaction.display(text, secrets: [])
+    }
+}

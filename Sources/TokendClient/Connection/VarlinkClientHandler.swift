@@ -1,0 +1,241 @@
+import NIOCore
+import TokendProtocol
+
+/// A call handed to the pipeline: what to send and whom to tell about the replies.
+struct OutboundCall: Sendable {
+    /// Identifies the call for ``VarlinkClientHandler/AbandonCall``.
+    var id: UInt64
+    var call: VarlinkCall
+    /// How long the call may wait for its last reply; `nil` waits as long as the connection
+    /// lives (for calls that stream on a connection of their own).
+    var timeout: TimeAmount?
+    /// Completed with every reply of the call (one, or several for `more`; none for `oneway`).
+    var promise: EventLoopPromise<[VarlinkReply]>
+}
+
+/// Matches replies to calls on one connection.
+///
+/// Varlink answers the calls on a connection in the order they were sent, so the handler keeps
+/// the calls that still wait for replies in a FIFO: a reply belongs to the oldest waiting call,
+/// which is complete with a reply that does not `continue` (or with an error). A `oneway` call
+/// is complete once written.
+///
+/// Anything that could desynchronise the FIFO ends the connection and fails every waiting call:
+/// a reply nobody waits for, a reply that is not valid Varlink, a timeout (its reply might still
+/// come and would be taken for the next call's), the connection closing.
+final class VarlinkClientHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = OutboundCall
+    typealias OutboundOut = ByteBuffer
+
+    /// An outbound user event: the caller of call `id` stopped waiting (it was cancelled). Its
+    /// replies are still read, to keep the FIFO in step, and then dropped.
+    struct AbandonCall: Sendable {
+        var id: UInt64
+    }
+
+    private struct Waiting {
+        var id: UInt64
+        var method: String
+        var more: Bool
+        var timeout: TimeAmount?
+        var promise: EventLoopPromise<[VarlinkReply]>
+        var replies: [VarlinkReply] = []
+        var timer: Scheduled<Void>?
+        var abandoned = false
+        /// Its bytes went out. A call failed before that never reached the daemon, so it may be
+        /// sent again on another connection.
+        var written = false
+    }
+
+    private var waiting = CircularBuffer<Waiting>()
+    /// Set once the connection is unusable; every later call fails without being sent.
+    private var isClosed = false
+    private var context: ChannelHandlerContext?
+    private var encoded: [UInt8] = []
+
+    init() {}
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        fail(with: TokendClientError(code: .daemonUnavailable, message: "the connection to tokend was closed"))
+        self.context = nil
+    }
+
+    // MARK: Outbound
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let outbound = unwrapOutboundIn(data)
+        if isClosed {
+            var error = TokendClientError(code: .daemonUnavailable, message: "the connection to tokend was closed", method: outbound.call.method)
+            error.wasNotSent = true
+            outbound.promise.fail(error)
+            promise?.fail(error)
+            return
+        }
+
+        encoded.removeAll(keepingCapacity: true)
+        outbound.call.encode(into: &encoded)
+        var buffer = context.channel.allocator.buffer(capacity: encoded.count + 1)
+        buffer.writeVarlinkMessage(encoded)
+
+        if outbound.call.oneway {
+            // No reply will come: the call is done once the bytes are out.
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.whenComplete { result in
+                switch result {
+                case .success: outbound.promise.succeed([])
+                case .failure(let error):
+                    var clientError = Self.connectionError(error, method: outbound.call.method)
+                    clientError.wasNotSent = true
+                    outbound.promise.fail(clientError)
+                }
+            }
+            written.futureResult.cascade(to: promise)
+            context.write(wrapOutboundOut(buffer), promise: written)
+            return
+        }
+
+        var entry = Waiting(id: outbound.id, method: outbound.call.method, more: outbound.call.more,
+                            timeout: outbound.timeout, promise: outbound.promise)
+        let id = outbound.id
+        if let timeout = outbound.timeout {
+            entry.timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+                self.timedOut(id: id)
+            }
+        }
+        waiting.append(entry)
+        let written = context.eventLoop.makePromise(of: Void.self)
+        written.futureResult.assumeIsolated().whenComplete { [self] result in
+            switch result {
+            case .success:
+                if let index = waiting.lastIndex(where: { $0.id == id }) { waiting[index].written = true }
+            case .failure(let error):
+                // Bytes that did not go out leave the stream in an unknown state.
+                if let context = self.context { fatal(Self.connectionError(error, method: nil), context: context) }
+            }
+        }
+        written.futureResult.cascade(to: promise)
+        context.write(wrapOutboundOut(buffer), promise: written)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard let abandon = event as? AbandonCall else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        if let index = waiting.firstIndex(where: { $0.id == abandon.id }), !waiting[index].abandoned {
+            waiting[index].abandoned = true
+            waiting[index].replies = []
+            waiting[index].promise.fail(TokendClientError(
+                code: .cancelled, message: "the call to \(waiting[index].method) was cancelled", method: waiting[index].method))
+        }
+        promise?.succeed()
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        let reply: VarlinkReply
+        do {
+            reply = try VarlinkReply.decode(frame.readableBytesView)
+        } catch {
+            // The decoding error names the problem and the offset, never the content.
+            fatal(TokendClientError(code: .protocolError, message: "tokend sent an invalid reply: \(error)", cause: error), context: context)
+            return
+        }
+        guard var head = waiting.first else {
+            fatal(TokendClientError(code: .protocolError, message: "tokend sent a reply to no call"), context: context)
+            return
+        }
+        let isLast = !reply.continues || reply.error != nil
+        if !isLast && !head.more {
+            fatal(TokendClientError(code: .protocolError,
+                                    message: "tokend sent several replies to \(head.method), which was called without 'more'",
+                                    method: head.method), context: context)
+            return
+        }
+        if !head.abandoned { head.replies.append(reply) }
+        if !isLast {
+            waiting[waiting.startIndex] = head
+            return
+        }
+        waiting.removeFirst()
+        head.timer?.cancel()
+        if !head.abandoned { head.promise.succeed(head.replies) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        let clientError: TokendClientError
+        if let frameError = error as? VarlinkFrameError {
+            clientError = TokendClientError(code: .protocolError, message: "tokend sent a reply over the size limit (\(frameError))", cause: error)
+        } else {
+            clientError = Self.connectionError(error, method: nil)
+        }
+        fatal(clientError, context: context)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        fail(with: TokendClientError(code: .daemonUnavailable, message: "the connection to tokend was closed before it answered"))
+        context.fireChannelInactive()
+    }
+
+    // MARK: Failing
+
+    private func timedOut(id: UInt64) {
+        guard let late = waiting.first(where: { $0.id == id }) else { return }
+        let limit = late.timeout.map { Self.format($0) } ?? "the timeout"
+        let method = late.abandoned ? "a cancelled call" : late.method
+        // The late reply would be taken for the next call's, so this connection is finished.
+        // The other calls on it can only be answered in order with the late one, so they fail
+        // as timed out too (not as a lost connection: the daemon is there but not answering).
+        isClosed = true
+        while let entry = waiting.popFirst() {
+            entry.timer?.cancel()
+            let message = entry.id == id
+                ? "tokend did not answer \(method) within \(limit)"
+                : "tokend did not answer \(method) within \(limit), so the connection was closed before it answered \(entry.method)"
+            entry.promise.fail(TokendClientError(code: .timeout, message: message, method: entry.method))
+        }
+        context?.close(promise: nil)
+    }
+
+    /// Makes the connection unusable: fails every waiting call with `error` and closes.
+    private func fatal(_ error: TokendClientError, context: ChannelHandlerContext) {
+        fail(with: error)
+        context.close(promise: nil)
+    }
+
+    private func fail(with error: TokendClientError) {
+        isClosed = true
+        while let entry = waiting.popFirst() {
+            entry.timer?.cancel()
+            var callError = error
+            callError.method = entry.method
+            callError.wasNotSent = !entry.written
+            entry.promise.fail(callError)
+        }
+    }
+
+    static func connectionError(_ error: any Error, method: String?) -> TokendClientError {
+        if let clientError = error as? TokendClientError { return clientError }
+        var result = TokendClientError(code: .daemonUnavailable, message: "the connection to tokend failed: \(error)", method: method, cause: error)
+        if let channelError = error as? ChannelError, channelError == .ioOnClosedChannel || channelError == .alreadyClosed {
+            result.message = "the connection to tokend was closed"
+        }
+        return result
+    }
+
+    static func format(_ amount: TimeAmount) -> String {
+        let ms = amount.nanoseconds / 1_000_000
+        if ms % 1000 == 0 { return "\(ms / 1000)s" }
+        return "\(ms)ms"
+    }
+}
+
+@available(*, unavailable)
+extension VarlinkClientHandler: Sendable {}

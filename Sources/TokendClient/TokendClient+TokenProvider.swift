@@ -1,0 +1,218 @@
+import TokendJSON
+import TokendProtocol
+
+/// What `org.varlink.service.GetInfo` says about the daemon.
+public struct TokendServiceInfo: Sendable, Hashable {
+    public var vendor: String
+    public var product: String
+    public var version: String
+    public var url: String
+    /// The interfaces the daemon serves, e.g. `io.tokend.TokenProvider`.
+    public var interfaces: [String]
+
+    public init(vendor: String, product: String, version: String, url: String, interfaces: [String]) {
+        self.vendor = vendor
+        self.product = product
+        self.version = version
+        self.url = url
+        self.interfaces = interfaces
+    }
+}
+
+extension TokendClient {
+    /// Returns an access token for `userIdentifier` that stays valid for at least `minValidity`.
+    ///
+    /// - Parameters:
+    ///   - userIdentifier: whose credential.
+    ///   - minValidity: how long the token must still be valid; tokend refreshes first when the
+    ///     current one expires sooner. Rounded up to whole seconds.
+    ///   - rejectedToken: the token an API just refused. When it is still the current token,
+    ///     tokend refreshes before answering (once, however many callers report it); when it is
+    ///     already stale, the current token is returned.
+    /// - Returns: the credentials; their `userIdentifier` is the one asked for.
+    /// - Throws: ``TokendClientError``: `unknownUser`, `permissionDenied`,
+    ///   `reauthenticationRequired`, `refreshFailed`, `daemonUnavailable`, `timeout`, …
+    public func credentials(
+        for userIdentifier: String,
+        minValidity: Duration = .zero,
+        rejectedToken: String? = nil
+    ) async throws(TokendClientError) -> Credentials {
+        let method = TokenProviderMethod.provideTokenReplacement.rawValue
+        try Self.checkIdentifier(userIdentifier, name: "userIdentifier", method: method)
+        var parameters: JSONObject = ["userIdentifier": .string(userIdentifier)]
+        let seconds = Self.wholeSecondsRoundingUp(minValidity)
+        if seconds > 0 { parameters["minValidSeconds"] = .int(seconds) }
+        if let rejectedToken { parameters["rejectedToken"] = .string(rejectedToken) }
+        let call = VarlinkCall(method: method, parameters: parameters)
+
+        let reply = try await singleReply(call)
+        let credentials: Credentials
+        do {
+            guard let object = try ParameterReader(reply.parameters).optionalObject("credentials") else {
+                throw VarlinkError.invalidParameter("credentials")
+            }
+            credentials = try Credentials(json: object)
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
+        guard credentials.userIdentifier == userIdentifier else {
+            throw TokendClientError(code: .protocolError, message: "tokend answered \(method) with another user's credentials", method: method)
+        }
+        return credentials
+    }
+
+    /// The daemon's status and the status of the credentials the caller may see.
+    ///
+    /// - Parameter userIdentifier: one credential, or `nil` for all of them (asked for with
+    ///   `more`; the streamed replies are collected).
+    /// - Returns: the daemon's status (when the daemon sends it) and the credentials.
+    /// - Throws: ``TokendClientError``, e.g. `unknownUser` for a credential tokend lacks.
+    public func status(userIdentifier: String? = nil) async throws(TokendClientError)
+        -> (daemon: DaemonStatus?, credentials: [CredentialStatus])
+    {
+        let method = TokenProviderMethod.status.rawValue
+        var call = VarlinkCall(method: method)
+        if let userIdentifier {
+            try Self.checkIdentifier(userIdentifier, name: "userIdentifier", method: method)
+            call.parameters["userIdentifier"] = .string(userIdentifier)
+        } else {
+            call.more = true
+        }
+        let replies = try await self.replies(call)
+        var daemon: DaemonStatus?
+        var credentials: [CredentialStatus] = []
+        do {
+            for reply in replies {
+                let reader = ParameterReader(reply.parameters)
+                if daemon == nil, let object = try reader.optionalObject("daemon") {
+                    daemon = try DaemonStatus(json: object)
+                }
+                switch reply.parameters["credentials"] {
+                case nil, .null?: break
+                case .array(let elements)?:
+                    for element in elements {
+                        guard let object = element.objectValue else { throw VarlinkError.invalidParameter("credentials") }
+                        credentials.append(try CredentialStatus(json: object))
+                    }
+                default: throw VarlinkError.invalidParameter("credentials")
+                }
+            }
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
+        return (daemon, credentials)
+    }
+
+    /// Stores a credential (administrators, or the credential's only reader enrolling itself).
+    /// - Parameter request: the token endpoint response and where it belongs.
+    /// - Throws: ``TokendClientError``: `credentialExists` (unless `request.replace`),
+    ///   `unknownProvider`, `invalidCredential`, `permissionDenied`, `storageFailed`, …
+    public func addCredential(_ request: AddCredentialRequest) async throws(TokendClientError) {
+        let method = TokenProviderMethod.addCredential.rawValue
+        try Self.checkIdentifier(request.userIdentifier, name: "userIdentifier", method: method)
+        try Self.checkIdentifier(request.provider, name: "provider", method: method)
+        guard !request.accessToken.isEmpty else {
+            throw TokendClientError(code: .invalidParameter, message: "the access token is empty", method: method)
+        }
+        _ = try await singleReply(VarlinkCall(method: method, parameters: request.json))
+    }
+
+    /// Deletes the credential of `userIdentifier`.
+    /// - Parameter userIdentifier: whose credential.
+    /// - Throws: ``TokendClientError``: `unknownUser`, `permissionDenied`, `storageFailed`, …
+    public func removeCredential(_ userIdentifier: String) async throws(TokendClientError) {
+        let method = TokenProviderMethod.removeCredential.rawValue
+        try Self.checkIdentifier(userIdentifier, name: "userIdentifier", method: method)
+        _ = try await singleReply(VarlinkCall(method: method, parameters: ["userIdentifier": .string(userIdentifier)]))
+    }
+
+    /// Re-encrypts every stored token under a newly generated master key (administrators only).
+    /// - Returns: the new key's id and how many tokens were re-encrypted.
+    /// - Throws: ``TokendClientError``: `keyRotationUnavailable`, `permissionDenied`,
+    ///   `storageFailed`, …
+    public func rotateKey() async throws(TokendClientError) -> (keyID: String, reencrypted: Int) {
+        let call = VarlinkCall(method: TokenProviderMethod.rotateKey.rawValue)
+        let reply = try await singleReply(call)
+        do {
+            let reader = ParameterReader(reply.parameters)
+            let count = try reader.int("reencrypted")
+            guard let reencrypted = Int(exactly: count), reencrypted >= 0 else { throw VarlinkError.invalidParameter("reencrypted") }
+            return (try reader.string("keyId"), reencrypted)
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
+    }
+
+    /// What the daemon says about itself (`org.varlink.service.GetInfo`).
+    /// - Throws: ``TokendClientError``.
+    public func getInfo() async throws(TokendClientError) -> TokendServiceInfo {
+        let call = VarlinkCall(method: "org.varlink.service.GetInfo")
+        let reply = try await singleReply(call)
+        do {
+            let reader = ParameterReader(reply.parameters)
+            return TokendServiceInfo(
+                vendor: try reader.string("vendor"), product: try reader.string("product"),
+                version: try reader.string("version"), url: try reader.string("url"),
+                interfaces: try reader.optionalStringArray("interfaces") ?? [])
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
+    }
+
+    /// The Varlink definition of `interface` as the daemon serves it
+    /// (`org.varlink.service.GetInterfaceDescription`).
+    /// - Parameter interface: e.g. `io.tokend.TokenProvider`.
+    /// - Throws: ``TokendClientError``: `methodNotFound` for an interface the daemon lacks, …
+    public func interfaceDescription(_ interface: String) async throws(TokendClientError) -> String {
+        let call = VarlinkCall(method: "org.varlink.service.GetInterfaceDescription", parameters: ["interface": .string(interface)])
+        let reply = try await singleReply(call)
+        do {
+            return try ParameterReader(reply.parameters).string("description")
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
+    }
+
+    // MARK: Helpers
+
+    /// All replies of `call`, throwing the error reply (which is always the last) if any.
+    func replies(_ call: VarlinkCall) async throws(TokendClientError) -> [VarlinkReply] {
+        let replies = try await self.call(call)
+        if let failed = replies.last, let name = failed.error {
+            throw TokendClientError(varlinkErrorName: name, parameters: failed.parameters, call: call)
+        }
+        guard !replies.isEmpty else {
+            throw TokendClientError(code: .protocolError, message: "tokend sent no reply to \(call.method)", method: call.method)
+        }
+        return replies
+    }
+
+    /// The one reply of a call made without `more`.
+    func singleReply(_ call: VarlinkCall) async throws(TokendClientError) -> VarlinkReply {
+        let replies = try await self.replies(call)
+        return replies[replies.count - 1]
+    }
+
+    static func checkIdentifier(_ value: String, name: String, method: String) throws(TokendClientError) {
+        // The value is not echoed: whatever it is, it is not a valid identifier.
+        guard Identifier.isValid(value) else {
+            throw TokendClientError(
+                code: .invalidParameter,
+                message: "the \(name) is not valid (1 to 255 printable ASCII characters, no spaces or '/')",
+                method: method)
+        }
+    }
+
+    static func invalidReply(_ call: VarlinkCall, _ error: any Error) -> TokendClientError {
+        let detail = (error as? VarlinkError)?.parameters["parameter"]?.stringValue.map { "field '\($0)' is missing or mistyped" }
+            ?? "it is malformed"
+        return TokendClientError(code: .protocolError, message: "tokend's reply to \(call.method) is not valid: \(detail)",
+                                 method: call.method, cause: error)
+    }
+
+    static func wholeSecondsRoundingUp(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        return attoseconds > 0 ? seconds + 1 : seconds
+    }
+}

@@ -1,0 +1,170 @@
+import TokendCore
+
+/// Validates a configuration document and turns it into a `DaemonConfiguration`.
+///
+/// Pure apart from `readSecretFile`, which the caller supplies (the loader reads real files;
+/// tests pass a dictionary). Relative paths resolve against `baseDirectory`, the configuration
+/// file's folder.
+public struct ConfigurationParser {
+    public var file: String
+    public var baseDirectory: String
+    public var readSecretFile: (String) throws -> String
+
+    public init(file: String, baseDirectory: String, readSecretFile: @escaping (String) throws -> String) {
+        self.file = file
+        self.baseDirectory = baseDirectory
+        self.readSecretFile = readSecretFile
+    }
+
+    public func parse(_ document: ConfigValue) throws(ConfigurationError) -> DaemonConfiguration {
+        var root = try ConfigTableReader(file: file, path: "", value: document)
+        var daemon = try ConfigTableReader(file: file, path: "daemon", value: root.raw("daemon"))
+        var configuration = DaemonConfiguration(sourceFile: file)
+
+        if let socket = try daemon.string("socket") { configuration.socketPath = resolve(socket) }
+        if let mode = try daemon.string("socket_mode") {
+            guard let value = UInt32(mode, radix: 8), value <= 0o777 else {
+                throw daemon.error("socket_mode", "\"\(mode)\" is not an octal file mode such as \"0666\"")
+            }
+            configuration.socketMode = value
+        }
+        if let state = try daemon.string("state_directory") {
+            configuration.stateDirectory = resolve(state)
+            configuration.keyFile = configuration.stateDirectory + "/tokend.key"
+        }
+        if let keyFile = try daemon.string("key_file") { configuration.keyFile = resolve(keyFile) }
+        if let groups = try daemon.stringArray("admin_groups") { configuration.adminGroups = groups }
+        if let allow = try daemon.boolean("allow_self_enrolment") { configuration.allowSelfEnrolment = allow }
+        if let max = try daemon.integer("max_connections", in: 1...1_000_000) { configuration.maxConnections = max }
+        if let max = try daemon.integer("max_message_bytes", in: 1024...(16 << 20)) { configuration.maxMessageBytes = max }
+        if let max = try daemon.integer("max_pipelined_calls", in: 1...100_000) { configuration.maxPipelinedCalls = max }
+        if let timeout = try daemon.duration("call_timeout") { configuration.callTimeout = timeout }
+        if let max = try daemon.integer("max_grants_in_flight", in: 1...10_000) { configuration.refreshLimits.maxGrantsInFlight = max }
+        if let interval = try daemon.duration("forced_refresh_interval") { configuration.refreshLimits.forcedRefreshInterval = interval }
+        if let initial = try daemon.duration("retry_initial") { configuration.refreshLimits.retryInitial = initial }
+        if let maximum = try daemon.duration("retry_max") { configuration.refreshLimits.retryMaximum = maximum }
+        if let timeout = try daemon.duration("http_connect_timeout") { configuration.refreshLimits.httpConnectTimeout = timeout }
+        if let timeout = try daemon.duration("http_timeout") { configuration.refreshLimits.httpTimeout = timeout }
+        if let level = try daemon.string("log_level") {
+            let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+            guard levels.contains(level) else { throw daemon.error("log_level", "\"\(level)\" is not one of \(levels.joined(separator: ", "))") }
+            configuration.logLevel = level
+        }
+        try daemon.finish()
+
+        let providersReader = try ConfigTableReader(file: file, path: "providers", value: root.raw("providers"))
+        for name in providersReader.tableNames() {
+            guard Self.isValidName(name) else {
+                throw providersReader.error(name, "provider names are letters, digits, '-' and '_'")
+            }
+            configuration.providers[name] = try parseProvider(name: name, value: providersReader.members[name])
+        }
+        try root.finish()
+        return configuration
+    }
+
+    func parseProvider(name: String, value: ConfigValue?) throws(ConfigurationError) -> ProviderConfiguration {
+        var table = try ConfigTableReader(file: file, path: "providers.\(name)", value: value)
+        let kindName = try table.requiredString("kind")
+        var policy = RefreshPolicy()
+        if let age = try table.duration("max_token_age") { policy.maxTokenAge = age }
+        policy.maxSessionAge = try table.duration("max_session_age")
+        if let lead = try table.duration("session_warning") { policy.sessionWarningLead = lead }
+        if let margin = try table.duration("refresh_margin") { policy.minimumMargin = margin }
+        if let fraction = try table.fraction("refresh_at") { policy.refreshAtFraction = fraction }
+
+        let rateLimit = try table.integer("rate_limit", in: 1...100_000)
+        let rateBurst = try table.integer("rate_burst", in: 1...100_000)
+
+        let kind: ProviderConfiguration.Kind
+        switch kindName {
+        case "oauth2":
+            kind = .oauth2(try parseOAuth2(&table))
+        case "exec":
+            guard let command = try table.stringArray("command"), let program = command.first, !program.isEmpty else {
+                throw table.error("command", "is required: the program and its arguments, e.g. [\"/usr/lib/tokend/refresh\"]")
+            }
+            var resolved = command
+            resolved[0] = resolve(program)
+            kind = .exec(ExecSettings(command: resolved, timeout: try table.duration("timeout") ?? .seconds(10)))
+        default:
+            throw table.error("kind", "unknown provider kind \"\(kindName)\" (supported: oauth2, exec)")
+        }
+        try table.finish()
+        var provider = ProviderConfiguration(name: name, kind: kind, refreshPolicy: policy)
+        if let rateLimit { provider.rateLimit = Double(rateLimit) }
+        if let rateBurst { provider.rateBurst = rateBurst }
+        return provider
+    }
+
+    func parseOAuth2(_ table: inout ConfigTableReader) throws(ConfigurationError) -> OAuth2Settings {
+        let tokenEndpoint = try table.string("token_endpoint")
+        let issuer = try table.string("issuer")
+        guard tokenEndpoint != nil || issuer != nil else {
+            throw table.error("token_endpoint", "is required (or set issuer to discover it)")
+        }
+        for (key, url) in [("token_endpoint", tokenEndpoint), ("issuer", issuer)] {
+            if let url, !(url.hasPrefix("https://") || url.hasPrefix("http://")) {
+                throw table.error(key, "\"\(url)\" is not an http:// or https:// URL")
+            }
+        }
+        var settings = OAuth2Settings(tokenEndpoint: tokenEndpoint, issuer: issuer, clientID: try table.requiredString("client_id"))
+        settings.revocationEndpoint = try table.string("revocation_endpoint")
+        settings.scope = try table.string("scope")
+        if let caFile = try table.string("ca_file") { settings.caFile = resolve(caFile) }
+        if let auth = try table.string("client_auth") {
+            guard let method = ClientAuthentication(rawValue: auth) else {
+                throw table.error("client_auth", "\"\(auth)\" is not one of none, client_secret_basic, client_secret_post")
+            }
+            settings.clientAuthentication = method
+        }
+        if let secretFile = try table.string("client_secret_file") {
+            let path = resolve(secretFile)
+            do {
+                let secret = try readSecretFile(path).trimmingTrailingNewlines()
+                guard !secret.isEmpty else { throw table.error("client_secret_file", "\(path) is empty") }
+                settings.clientSecret = SecretString(secret)
+            } catch let error as ConfigurationError {
+                throw error
+            } catch {
+                throw table.error("client_secret_file", "cannot read \(path): \(error)")
+            }
+        }
+        if settings.clientAuthentication != .none, settings.clientSecret == nil {
+            throw table.error("client_secret_file", "is required with client_auth = \"\(settings.clientAuthentication.rawValue)\"")
+        }
+        return settings
+    }
+
+    /// Resolves `path` against the configuration file's folder unless it is absolute.
+    public func resolve(_ path: String) -> String {
+        if path.hasPrefix("/") { return Self.normalize(path) }
+        return Self.normalize(baseDirectory + "/" + path)
+    }
+
+    /// Collapses `.`, `..` and repeated slashes, so paths in messages read cleanly.
+    static func normalize(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == "..", let last = parts.last, last != ".." { parts.removeLast(); continue }
+            // "/.." is "/": an absolute path cannot climb above the root.
+            if part == "..", parts.isEmpty, path.hasPrefix("/") { continue }
+            parts.append(part)
+        }
+        return (path.hasPrefix("/") ? "/" : "") + parts.joined(separator: "/")
+    }
+
+    static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64 && name.unicodeScalars.allSatisfy { $0.properties.isAlphabetic && $0.isASCII || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" }
+    }
+}
+
+extension String {
+    func trimmingTrailingNewlines() -> String {
+        // By scalars: "\r\n" is one Character, equal to neither "\n" nor "\r".
+        var scalars = Substring(self).unicodeScalars
+        while let last = scalars.last, last == "\n" || last == "\r" { scalars.removeLast() }
+        return String(scalars)
+    }
+}

@@ -1,0 +1,132 @@
+import TokendCore
+
+/// Everything the daemon is configured with: where it listens and keeps state, who administers
+/// it, its limits, and the providers its credentials refresh against.
+public struct DaemonConfiguration: Sendable, Hashable {
+    /// The configuration file this came from (`nil` for built-in defaults).
+    public var sourceFile: String?
+    /// The Unix socket path to listen on (when not socket-activated).
+    public var socketPath: String
+    /// The socket file's mode. Connecting is open to everyone who should be able to ask; each
+    /// call is then checked against the caller's identity.
+    public var socketMode: UInt32
+    /// Where the SQLite store and its lock live.
+    public var stateDirectory: String
+    /// The master key file, used when `$CREDENTIALS_DIRECTORY/tokend.key` does not exist.
+    public var keyFile: String
+    /// Groups whose members (besides root) may call administrative methods.
+    public var adminGroups: [String]
+    /// Whether non-administrators may add and remove credentials read only by themselves.
+    public var allowSelfEnrolment: Bool
+    /// Connections beyond this many are closed on accept.
+    public var maxConnections: Int
+    /// The largest message a client may send, in bytes (without the NUL).
+    public var maxMessageBytes: Int
+    /// Calls on one connection that may wait for their replies at once; reading pauses beyond it,
+    /// so a client that pipelines without reading cannot grow the daemon's memory.
+    public var maxPipelinedCalls: Int
+    /// Every call that must wait (for a refresh) is answered within this, with an error if need be.
+    public var callTimeout: Duration
+    /// swift-log level name: trace, debug, info, notice, warning, error, critical.
+    public var logLevel: String
+    public var providers: [String: ProviderConfiguration]
+    /// Caps and timeouts of the refresh engine.
+    public var refreshLimits: RefreshLimits = RefreshLimits()
+
+    public static let defaultConfigurationFile = "/etc/tokend/tokend.toml"
+    public static let defaultSocketPath = "/run/tokend/io.tokend"
+    public static let defaultStateDirectory = "/var/lib/tokend"
+
+    public init(
+        sourceFile: String? = nil,
+        socketPath: String = DaemonConfiguration.defaultSocketPath,
+        socketMode: UInt32 = 0o666,
+        stateDirectory: String = DaemonConfiguration.defaultStateDirectory,
+        keyFile: String? = nil,
+        adminGroups: [String] = [],
+        allowSelfEnrolment: Bool = true,
+        maxConnections: Int = 1024,
+        maxMessageBytes: Int = 65536,
+        maxPipelinedCalls: Int = 128,
+        callTimeout: Duration = .seconds(30),
+        logLevel: String = "info",
+        providers: [String: ProviderConfiguration] = [:]
+    ) {
+        self.sourceFile = sourceFile
+        self.socketPath = socketPath
+        self.socketMode = socketMode
+        self.stateDirectory = stateDirectory
+        self.keyFile = keyFile ?? stateDirectory + "/tokend.key"
+        self.adminGroups = adminGroups
+        self.allowSelfEnrolment = allowSelfEnrolment
+        self.maxConnections = maxConnections
+        self.maxMessageBytes = maxMessageBytes
+        self.maxPipelinedCalls = maxPipelinedCalls
+        self.callTimeout = callTimeout
+        self.logLevel = logLevel
+        self.providers = providers
+    }
+}
+
+/// A named provider: where its credentials are refreshed and by which rules.
+public struct ProviderConfiguration: Sendable, Hashable {
+    public var name: String
+    public var kind: Kind
+    public var refreshPolicy: RefreshPolicy
+
+    public enum Kind: Sendable, Hashable {
+        /// An OAuth 2.0 token endpoint (RFC 6749 §6 refresh grant).
+        case oauth2(OAuth2Settings)
+        /// A local command that performs the refresh.
+        case exec(ExecSettings)
+    }
+
+    /// Grants per second this provider may receive from tokend (a token bucket).
+    public var rateLimit: Double
+    /// How many grants may go out at once before the rate limit applies.
+    public var rateBurst: Int
+
+    public init(name: String, kind: Kind, refreshPolicy: RefreshPolicy = RefreshPolicy(), rateLimit: Double = 50, rateBurst: Int = 20) {
+        self.name = name
+        self.kind = kind
+        self.refreshPolicy = refreshPolicy
+        self.rateLimit = rateLimit
+        self.rateBurst = rateBurst
+    }
+}
+
+/// How a token endpoint authenticates tokend (RFC 6749 §2.3).
+public enum ClientAuthentication: String, Sendable, Hashable, CaseIterable {
+    case none
+    case clientSecretBasic = "client_secret_basic"
+    case clientSecretPost = "client_secret_post"
+}
+
+/// An OAuth 2.0 provider's endpoints and client registration.
+public struct OAuth2Settings: Sendable, Hashable {
+    /// The token endpoint; `nil` when it is discovered from `issuer`.
+    public var tokenEndpoint: String?
+    /// The OpenID Connect issuer, for discovery (`/.well-known/openid-configuration`).
+    public var issuer: String?
+    /// RFC 7009 revocation endpoint, when known (or discovered).
+    public var revocationEndpoint: String?
+    public var clientID: String
+    public var clientSecret: SecretString?
+    public var clientAuthentication: ClientAuthentication
+    public var scope: String?
+    /// A PEM file of CA certificates trusted for this provider, besides the system's.
+    public var caFile: String?
+
+    public init(tokenEndpoint: String? = nil, issuer: String? = nil, revocationEndpoint: String? = nil, clientID: String,
+                clientSecret: SecretString? = nil, clientAuthentication: ClientAuthentication = .clientSecretBasic,
+                scope: String? = nil, caFile: String? = nil) {
+        self.tokenEndpoint = tokenEndpoint
+        self.issuer = issuer
+        self.revocationEndpoint = revocationEndpoint
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.clientAuthentication = clientAuthentication
+        self.scope = scope
+        self.caFile = caFile
+    }
+}

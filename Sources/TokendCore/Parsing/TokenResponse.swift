@@ -1,0 +1,144 @@
+import TokendJSON
+
+/// A successful token endpoint response (RFC 6749 §5.1), as a provider returns it and as
+/// `tokenctl add` reads it.
+public struct TokenResponse: Sendable, Hashable {
+    public var accessToken: SecretString
+    public var refreshToken: SecretString?
+    public var tokenType: String
+    /// `expires_in`, when present.
+    public var expiresIn: Duration?
+    public var scope: String?
+    /// An OpenID Connect ID token, when present.
+    public var idToken: SecretString?
+
+    public init(
+        accessToken: SecretString,
+        refreshToken: SecretString? = nil,
+        tokenType: String = "Bearer",
+        expiresIn: Duration? = nil,
+        scope: String? = nil,
+        idToken: SecretString? = nil
+    ) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.tokenType = tokenType
+        self.expiresIn = expiresIn
+        self.scope = scope
+        self.idToken = idToken
+    }
+}
+
+/// Why a token response could not be used. Messages name the field, never its value.
+public struct TokenResponseError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// An error response from a token endpoint (RFC 6749 §5.2).
+public struct TokenErrorResponse: Sendable, Hashable {
+    public var error: String
+    public var errorDescription: String?
+
+    /// Whether only a new login can help (the grant or the client is no good), as opposed to a
+    /// passing failure worth retrying.
+    public var isPermanent: Bool {
+        ["invalid_grant", "invalid_client", "unauthorized_client", "unsupported_grant_type", "invalid_scope"].contains(error)
+    }
+}
+
+extension TokenResponse {
+    /// Parses a token endpoint's JSON body.
+    /// - Throws: `TokenResponseError` when the body is not JSON, not an object, or lacks a usable
+    ///   `access_token`; an empty token is an error, never a credential.
+    public static func parse(_ body: some Collection<UInt8>) throws(TokenResponseError) -> TokenResponse {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(body)
+        } catch {
+            throw TokenResponseError("the response is not valid JSON (\(error))")
+        }
+        guard case .object(let object) = value else {
+            throw TokenResponseError("the response is \(value.typeName), not a JSON object")
+        }
+        return try parse(object)
+    }
+
+    public static func parse(_ object: JSONObject) throws(TokenResponseError) -> TokenResponse {
+        guard let accessValue = object["access_token"] else {
+            throw TokenResponseError("the response has no access_token")
+        }
+        guard let access = accessValue.stringValue, !access.isEmpty else {
+            throw TokenResponseError("access_token is \(accessValue.typeName == "a string" ? "empty" : accessValue.typeName), expected a non-empty string")
+        }
+        guard Self.isPrintableToken(access) else {
+            throw TokenResponseError("access_token contains characters a token cannot have")
+        }
+        var response = TokenResponse(accessToken: SecretString(access))
+        if let refresh = object["refresh_token"], !refresh.isNull {
+            guard let text = refresh.stringValue, !text.isEmpty, Self.isPrintableToken(text) else {
+                throw TokenResponseError("refresh_token is not a non-empty printable string")
+            }
+            response.refreshToken = SecretString(text)
+        }
+        if let type = object["token_type"], !type.isNull {
+            guard let text = type.stringValue, !text.isEmpty, text.utf8.count <= 64 else {
+                throw TokenResponseError("token_type is not a short string")
+            }
+            response.tokenType = text
+        }
+        if let expires = object["expires_in"], !expires.isNull {
+            // Some servers send expires_in as a string ("3600").
+            let seconds = expires.int64Value ?? expires.stringValue.flatMap { Int64($0) }
+            guard let seconds, seconds >= 0, seconds <= 100 * 365 * 86400 else {
+                throw TokenResponseError("expires_in is not a number of seconds")
+            }
+            response.expiresIn = .seconds(seconds)
+        }
+        if let scope = object["scope"], !scope.isNull {
+            guard let text = scope.stringValue else { throw TokenResponseError("scope is not a string") }
+            response.scope = text
+        }
+        if let idToken = object["id_token"]?.stringValue, !idToken.isEmpty {
+            response.idToken = SecretString(idToken)
+        }
+        return response
+    }
+
+    /// Tokens are printable ASCII (RFC 6749 §A.12 `VSCHAR`); anything else is garbage.
+    static func isPrintableToken(_ text: String) -> Bool {
+        text.utf8.count <= 16384 && text.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E }
+    }
+
+    /// When the access token expires and when it was issued: from the JWT's `exp` and `iat`
+    /// when it is a JWT, else from `expires_in` counted from `receivedAt`.
+    /// - Throws: when neither `expires_in` nor a JWT `exp` says when the token expires.
+    public func lifetime(receivedAt: Timestamp) throws(TokenResponseError) -> (issuedAt: Timestamp, expiresAt: Timestamp) {
+        let claims = JWTTimeClaims(jwt: accessToken.value)
+        let issuedAt = claims?.issuedAt ?? receivedAt
+        let expiresAt: Timestamp
+        if let exp = claims?.expiresAt {
+            expiresAt = exp
+        } else if let expiresIn {
+            expiresAt = receivedAt + expiresIn
+        } else {
+            throw TokenResponseError("the response has neither expires_in nor a JWT exp, so the token's lifetime is unknown")
+        }
+        return (issuedAt, expiresAt)
+    }
+}
+
+extension TokenErrorResponse {
+    /// Reads an RFC 6749 §5.2 error body; `nil` when the body is not one.
+    public static func parse(_ body: some Collection<UInt8>) -> TokenErrorResponse? {
+        guard case .object(let object)? = try? JSONParser.parse(body),
+              let error = object["error"]?.stringValue, !error.isEmpty, error.utf8.count <= 128,
+              error.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E })
+        else { return nil }
+        // The description is free text from the server: keep it short and printable.
+        let description = object["error_description"]?.stringValue.map { text in
+            String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(300).map(Character.init))
+        }
+        return TokenErrorResponse(error: error, errorDescription: description)
+    }
+}

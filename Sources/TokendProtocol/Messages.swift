@@ -1,0 +1,227 @@
+import TokendJSON
+
+/// The method names of `io.tokend.TokenProvider`.
+public enum TokenProviderMethod: String, Sendable, CaseIterable {
+    case provideTokenReplacement = "io.tokend.TokenProvider.ProvideTokenReplacement"
+    case status = "io.tokend.TokenProvider.Status"
+    case addCredential = "io.tokend.TokenProvider.AddCredential"
+    case removeCredential = "io.tokend.TokenProvider.RemoveCredential"
+    case rotateKey = "io.tokend.TokenProvider.RotateKey"
+}
+
+/// An access token and what a program needs to use it: the reply of `ProvideTokenReplacement`.
+public struct Credentials: Sendable, Hashable, CustomStringConvertible {
+    public var userIdentifier: String
+    public var accessToken: String
+    public var tokenType: String
+    /// Seconds since the epoch after which tokend no longer serves this token.
+    public var expiresAt: Int64
+    public var issuedAt: Int64?
+    public var scope: String?
+
+    public init(userIdentifier: String, accessToken: String, tokenType: String, expiresAt: Int64, issuedAt: Int64? = nil, scope: String? = nil) {
+        self.userIdentifier = userIdentifier
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt
+        self.issuedAt = issuedAt
+        self.scope = scope
+    }
+
+    /// Never shows the token.
+    public var description: String {
+        "Credentials(userIdentifier: \(userIdentifier), tokenType: \(tokenType), expiresAt: \(expiresAt), accessToken: <redacted>)"
+    }
+
+    public var json: JSONObject {
+        var object: JSONObject = [
+            "userIdentifier": .string(userIdentifier),
+            "accessToken": .string(accessToken),
+            "tokenType": .string(tokenType),
+            "expiresAt": .int(expiresAt),
+        ]
+        object.setIfPresent("issuedAt", issuedAt.map(JSONValue.int))
+        object.setIfPresent("scope", scope.map(JSONValue.string))
+        return object
+    }
+
+    public init(json object: JSONObject) throws(VarlinkError) {
+        let reader = ParameterReader(object)
+        self.init(
+            userIdentifier: try reader.string("userIdentifier"),
+            accessToken: try reader.string("accessToken"),
+            tokenType: try reader.string("tokenType"),
+            expiresAt: try reader.int("expiresAt"),
+            issuedAt: try reader.optionalInt("issuedAt"),
+            scope: try reader.optionalString("scope")
+        )
+    }
+}
+
+/// The daemon-wide part of `Status`.
+public struct DaemonStatus: Sendable, Hashable {
+    public var version: String
+    public var startedAt: Int64
+    public var credentials: Int64
+    public var valid: Int64
+    public var refreshing: Int64
+    public var retrying: Int64
+    public var reauthenticationRequired: Int64
+    public var expired: Int64
+    public var nextRefreshAt: Int64?
+
+    public init(version: String, startedAt: Int64, credentials: Int64 = 0, valid: Int64 = 0, refreshing: Int64 = 0, retrying: Int64 = 0,
+                reauthenticationRequired: Int64 = 0, expired: Int64 = 0, nextRefreshAt: Int64? = nil) {
+        self.version = version
+        self.startedAt = startedAt
+        self.credentials = credentials
+        self.valid = valid
+        self.refreshing = refreshing
+        self.retrying = retrying
+        self.reauthenticationRequired = reauthenticationRequired
+        self.expired = expired
+        self.nextRefreshAt = nextRefreshAt
+    }
+
+    public var json: JSONObject {
+        var object: JSONObject = [
+            "version": .string(version), "startedAt": .int(startedAt), "credentials": .int(credentials),
+            "valid": .int(valid), "refreshing": .int(refreshing), "retrying": .int(retrying),
+            "reauthenticationRequired": .int(reauthenticationRequired), "expired": .int(expired),
+        ]
+        object.setIfPresent("nextRefreshAt", nextRefreshAt.map(JSONValue.int))
+        return object
+    }
+
+    public init(json object: JSONObject) throws(VarlinkError) {
+        let r = ParameterReader(object)
+        self.init(
+            version: try r.string("version"), startedAt: try r.int("startedAt"), credentials: try r.int("credentials"),
+            valid: try r.int("valid"), refreshing: try r.int("refreshing"), retrying: try r.int("retrying"),
+            reauthenticationRequired: try r.int("reauthenticationRequired"), expired: try r.int("expired"),
+            nextRefreshAt: try r.optionalInt("nextRefreshAt")
+        )
+    }
+}
+
+/// One credential in `Status`, without its tokens.
+public struct CredentialStatus: Sendable, Hashable {
+    public var userIdentifier: String
+    public var provider: String
+    /// `valid`, `refreshing`, `retrying`, `reauthentication_required` or `expired`.
+    public var state: String
+    public var expiresAt: Int64
+    public var issuedAt: Int64
+    public var sessionStartedAt: Int64
+    public var sessionEndsAt: Int64?
+    public var nextRefreshAt: Int64?
+    public var lastRefreshAt: Int64?
+    public var refreshCount: Int64
+    public var lastError: String?
+    public var readers: [String]
+    public var enrolledByUid: Int64
+
+    public init(userIdentifier: String, provider: String, state: String, expiresAt: Int64, issuedAt: Int64, sessionStartedAt: Int64,
+                sessionEndsAt: Int64? = nil, nextRefreshAt: Int64? = nil, lastRefreshAt: Int64? = nil, refreshCount: Int64 = 0,
+                lastError: String? = nil, readers: [String] = [], enrolledByUid: Int64 = 0) {
+        self.userIdentifier = userIdentifier
+        self.provider = provider
+        self.state = state
+        self.expiresAt = expiresAt
+        self.issuedAt = issuedAt
+        self.sessionStartedAt = sessionStartedAt
+        self.sessionEndsAt = sessionEndsAt
+        self.nextRefreshAt = nextRefreshAt
+        self.lastRefreshAt = lastRefreshAt
+        self.refreshCount = refreshCount
+        self.lastError = lastError
+        self.readers = readers
+        self.enrolledByUid = enrolledByUid
+    }
+
+    public var json: JSONObject {
+        var object: JSONObject = [
+            "userIdentifier": .string(userIdentifier), "provider": .string(provider), "state": .string(state),
+            "expiresAt": .int(expiresAt), "issuedAt": .int(issuedAt), "sessionStartedAt": .int(sessionStartedAt),
+        ]
+        object.setIfPresent("sessionEndsAt", sessionEndsAt.map(JSONValue.int))
+        object.setIfPresent("nextRefreshAt", nextRefreshAt.map(JSONValue.int))
+        object.setIfPresent("lastRefreshAt", lastRefreshAt.map(JSONValue.int))
+        object["refreshCount"] = .int(refreshCount)
+        object.setIfPresent("lastError", lastError.map(JSONValue.string))
+        object["readers"] = .array(readers.map(JSONValue.string))
+        object["enrolledByUid"] = .int(enrolledByUid)
+        return object
+    }
+
+    public init(json object: JSONObject) throws(VarlinkError) {
+        let r = ParameterReader(object)
+        self.init(
+            userIdentifier: try r.string("userIdentifier"), provider: try r.string("provider"), state: try r.string("state"),
+            expiresAt: try r.int("expiresAt"), issuedAt: try r.int("issuedAt"), sessionStartedAt: try r.int("sessionStartedAt"),
+            sessionEndsAt: try r.optionalInt("sessionEndsAt"), nextRefreshAt: try r.optionalInt("nextRefreshAt"),
+            lastRefreshAt: try r.optionalInt("lastRefreshAt"), refreshCount: try r.optionalInt("refreshCount") ?? 0,
+            lastError: try r.optionalString("lastError"), readers: try r.optionalStringArray("readers") ?? [],
+            enrolledByUid: try r.optionalInt("enrolledByUid") ?? 0
+        )
+    }
+}
+
+/// The parameters of `AddCredential`: a token endpoint response plus where it belongs.
+public struct AddCredentialRequest: Sendable, Hashable, CustomStringConvertible {
+    public var userIdentifier: String
+    public var provider: String
+    public var accessToken: String
+    public var refreshToken: String?
+    public var tokenType: String?
+    public var expiresIn: Int64?
+    public var scope: String?
+    public var readers: [String]?
+    public var replace: Bool
+
+    public init(userIdentifier: String, provider: String, accessToken: String, refreshToken: String? = nil, tokenType: String? = nil,
+                expiresIn: Int64? = nil, scope: String? = nil, readers: [String]? = nil, replace: Bool = false) {
+        self.userIdentifier = userIdentifier
+        self.provider = provider
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.tokenType = tokenType
+        self.expiresIn = expiresIn
+        self.scope = scope
+        self.readers = readers
+        self.replace = replace
+    }
+
+    public var description: String { "AddCredentialRequest(userIdentifier: \(userIdentifier), provider: \(provider), tokens: <redacted>)" }
+
+    public var json: JSONObject {
+        var object: JSONObject = ["userIdentifier": .string(userIdentifier), "provider": .string(provider), "accessToken": .string(accessToken)]
+        object.setIfPresent("refreshToken", refreshToken.map(JSONValue.string))
+        object.setIfPresent("tokenType", tokenType.map(JSONValue.string))
+        object.setIfPresent("expiresIn", expiresIn.map(JSONValue.int))
+        object.setIfPresent("scope", scope.map(JSONValue.string))
+        object.setIfPresent("readers", readers.map { .array($0.map(JSONValue.string)) })
+        if replace { object["replace"] = .bool(true) }
+        return object
+    }
+
+    public init(json object: JSONObject) throws(VarlinkError) {
+        let r = ParameterReader(object)
+        self.init(
+            userIdentifier: try r.string("userIdentifier"), provider: try r.string("provider"), accessToken: try r.string("accessToken"),
+            refreshToken: try r.optionalString("refreshToken"), tokenType: try r.optionalString("tokenType"),
+            expiresIn: try r.optionalInt("expiresIn"), scope: try r.optionalString("scope"),
+            readers: try r.optionalStringArray("readers"), replace: try r.optionalBool("replace") ?? false
+        )
+    }
+}
+
+/// Limits on identifiers that cross the socket.
+public enum Identifier {
+    /// A user identifier or provider name: 1–255 bytes of printable ASCII without spaces or
+    /// slashes, so it is safe in logs, file names and status tables.
+    public static func isValid(_ identifier: String) -> Bool {
+        let utf8 = identifier.utf8
+        return !utf8.isEmpty && utf8.count <= 255 && utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") }
+    }
+}

@@ -1,0 +1,15 @@
+import NIOCore
+
+/// What the router decided for one call. Messages are encoded JSON without their NUL.
+enum CallOutcome {
+    /// One reply, known now (the hot path: a cached token, or an error).
+    case reply([UInt8])
+    /// Several replies known now (a `more` call answered from memory); all but the last carry
+    /// `continues`.
+    case replies([[UInt8]])
+    /// No reply (a `oneway` call).
+    case none
+    /// Replies that need waiting for (a refresh, a store write), completed on some event loop.
+    /// The future never fails: errors arrive as error replies, timeouts included.
+    case deferred(EventLoopFuture<[[UInt8]]>)
+}

@@ -1,0 +1,66 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import NIOCore
+import TokendCore
+
+/// Reads who is on the other end of an accepted Unix-socket connection from the kernel.
+///
+/// SwiftNIO has no peer-credentials API, so this goes through `SocketOptionProvider`:
+/// `SO_PEERCRED` gives pid, uid and gid as they were when the peer called `connect()`;
+/// `SO_PEERGROUPS` gives its supplementary groups. Neither can be forged by the peer.
+enum PeerCredentials {
+    /// Mirrors glibc's `struct ucred`, which Swift cannot see.
+    struct UCred: Sendable {
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
+    }
+
+    /// Room for 256 supplementary groups; larger lists (rare) are read into 65,536.
+    typealias SmallGroupList = InlineArray<256, UInt32>
+    typealias LargeGroupList = InlineArray<65536, UInt32>
+
+    static let soPeerCred: SocketOptionName = 17
+    static let soPeerGroups: SocketOptionName = 59
+
+    /// The caller's identity, read on the channel's event loop.
+    static func read(from channel: any Channel) -> EventLoopFuture<CallerIdentity> {
+        guard let provider = channel as? any SocketOptionProvider else {
+            return channel.eventLoop.makeFailedFuture(PeerCredentialsError.unsupportedChannel)
+        }
+        let level = SocketOptionLevel(SOL_SOCKET)
+        let credentials: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(level: level, name: soPeerCred)
+        return credentials.flatMap { ucred in
+            let small: EventLoopFuture<SmallGroupList> = provider.unsafeGetSocketOption(level: level, name: soPeerGroups)
+            return small.map { groupIDs(from: $0) }.flatMapError { _ in
+                // ERANGE: more than 256 groups. Try the large buffer; failing that, no
+                // supplementary groups at all, which can only deny, never grant.
+                let large: EventLoopFuture<LargeGroupList> = provider.unsafeGetSocketOption(level: level, name: soPeerGroups)
+                return large.map { groupIDs(from: $0) }.recover { _ in [] }
+            }.map { groups in
+                CallerIdentity(uid: ucred.uid, gid: ucred.gid, pid: ucred.pid, supplementaryGroups: groups)
+            }
+        }
+    }
+
+    /// Extracts the group ids from a zero-filled buffer the kernel wrote into.
+    ///
+    /// NIO does not return the length `getsockopt` reported, so the end of the list is found
+    /// from the data: the kernel keeps a process's groups sorted ascending (`groups_sort`), so
+    /// only gid 0 can come before a non-zero gid, and trailing zeros are padding. The one
+    /// ambiguous case, an all-zero buffer, is read as "no supplementary groups": it may deny
+    /// membership of gid 0 held as a supplementary group, but it never grants one not held.
+    static func groupIDs<Buffer>(from buffer: Buffer) -> [UInt32] {
+        withUnsafeBytes(of: buffer) { raw in
+            let gids = raw.bindMemory(to: UInt32.self)
+            guard let last = gids.lastIndex(where: { $0 != 0 }) else { return [] }
+            return Array(gids[0...last])
+        }
+    }
+}
+
+enum PeerCredentialsError: Error, CustomStringConvertible {
+    case unsupportedChannel
+    var description: String { "the connection does not expose socket options" }
+}

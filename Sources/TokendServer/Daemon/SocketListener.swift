@@ -1,0 +1,96 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import NIOCore
+import NIOPosix
+import TokendCore
+import TokendProtocol
+
+/// Binds the Unix socket and sets up each accepted connection: connection limit, the caller's
+/// identity from the kernel, framing, and the Varlink handler.
+struct SocketListener {
+    struct Limits: Sendable {
+        var maximumMessageBytes: Int
+        var maximumPendingCalls: Int
+    }
+
+    let router: CallRouter
+    let limiter: ConnectionLimiter
+    let limits: Limits
+    let logger: Logger
+
+    /// Binds `path` (replacing a stale socket file, refusing one a live process listens on) and
+    /// sets its mode.
+    func bind(path: String, mode: UInt32, group: any EventLoopGroup) async throws -> any Channel {
+        try Self.removeStaleSocket(at: path)
+        let channel = try await bootstrap(group: group).bind(unixDomainSocketPath: path).get()
+        guard chmod(path, mode_t(mode)) == 0 else {
+            let code = errno
+            try? await channel.close()
+            throw ListenerError("cannot set mode \(String(mode, radix: 8)) on \(path): \(String(cString: strerror(code)))")
+        }
+        return channel
+    }
+
+    /// Serves on a socket inherited from the service manager (socket activation).
+    func adopt(descriptor: CInt, group: any EventLoopGroup) async throws -> any Channel {
+        try await bootstrap(group: group).withBoundSocket(descriptor).get()
+    }
+
+    private func bootstrap(group: any EventLoopGroup) -> ServerBootstrap {
+        let router = self.router, limiter = self.limiter, limits = self.limits, logger = self.logger
+        return ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 256 * 1024))
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                let (accepted, refusals) = limiter.tryAcquire()
+                guard accepted else {
+                    if refusals > 0 {
+                        logger.warning("connection limit reached; refusing connections", metadata: ["refused": "\(refusals)", "limit": "\(limits)"])
+                    }
+                    return channel.eventLoop.makeFailedFuture(ListenerError("connection limit reached"))
+                }
+                channel.closeFuture.whenComplete { _ in limiter.release() }
+                return PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                    try channel.pipeline.syncOperations.addHandlers([
+                        ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: limits.maximumMessageBytes)),
+                        VarlinkConnectionHandler(router: router, caller: caller, maximumPendingCalls: limits.maximumPendingCalls, logger: logger),
+                    ])
+                }
+            }
+    }
+
+    /// A socket file left by a daemon that died is removed; one that a live process accepts
+    /// connections on is left alone, and binding fails with a clear message.
+    static func removeStaleSocket(at path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+            throw ListenerError("\(path) exists and is not a socket; refusing to replace it")
+        }
+        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { return }
+        defer { close(probe) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard path.utf8.count < capacity else { throw ListenerError("socket path \(path) is longer than \(capacity - 1) bytes") }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if connected == 0 { throw ListenerError("another process is already serving on \(path)") }
+        unlink(path)
+    }
+}
+
+struct ListenerError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

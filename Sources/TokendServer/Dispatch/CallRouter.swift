@@ -1,0 +1,259 @@
+import Logging
+import NIOCore
+import TokendCore
+import TokendJSON
+import TokendProtocol
+
+/// Routes each call to its method after checking the caller may make it.
+///
+/// Calls that memory can answer (a cached, valid token; status; introspection) are answered
+/// synchronously on the event loop. Only calls that must wait (store writes, refreshes) leave
+/// it, and those always come back with a reply before `callTimeout`.
+struct CallRouter: Sendable {
+    let view: CredentialView
+    let registry: CredentialRegistry
+    let settings: RuntimeSettings
+    let daemonInfo: DaemonInfo
+    let logger: Logger
+    /// The wall clock; a parameter so tests could pin it, read once per call.
+    let now: @Sendable () -> Timestamp
+
+    /// Whether `call` changes stored credentials; later calls on its connection wait for it.
+    func isWrite(_ call: VarlinkCall) -> Bool {
+        switch call.method {
+        case TokenProviderMethod.addCredential.rawValue, TokenProviderMethod.removeCredential.rawValue, TokenProviderMethod.rotateKey.rawValue: true
+        default: false
+        }
+    }
+
+    func route(_ call: VarlinkCall, caller: CallerIdentity, eventLoop: any EventLoop) -> CallOutcome {
+        let outcome: CallOutcome
+        do throws(VarlinkError) {
+            outcome = try dispatch(call, caller: caller, eventLoop: eventLoop)
+        } catch {
+            outcome = .reply(ErrorReplies.encode(error))
+        }
+        // A oneway call gets no reply, whatever happened.
+        if call.oneway, case .deferred = outcome { return outcome.discardingReplies(on: eventLoop) }
+        return call.oneway ? .none : outcome
+    }
+
+    private func dispatch(_ call: VarlinkCall, caller: CallerIdentity, eventLoop: any EventLoop) throws(VarlinkError) -> CallOutcome {
+        switch call.method {
+        case TokenProviderMethod.provideTokenReplacement.rawValue:
+            return try provideTokenReplacement(call, caller: caller, eventLoop: eventLoop)
+        case TokenProviderMethod.status.rawValue:
+            return try status(call, caller: caller)
+        case TokenProviderMethod.addCredential.rawValue:
+            let request = try AddCredentialRequest(json: call.parameters)
+            return deferred(on: eventLoop, what: "adding the credential") { [registry] in
+                try await registry.add(request, caller: caller)
+                return [reply([:])]
+            }
+        case TokenProviderMethod.removeCredential.rawValue:
+            let user = try ParameterReader(call.parameters).string("userIdentifier")
+            return deferred(on: eventLoop, what: "removing the credential") { [registry] in
+                try await registry.remove(user, caller: caller)
+                return [reply([:])]
+            }
+        case TokenProviderMethod.rotateKey.rawValue:
+            guard settings.current.accessPolicy.isAdmin(caller) else {
+                logDenied(caller, method: call.method, user: nil)
+                throw .permissionDenied(nil)
+            }
+            return deferred(on: eventLoop, what: "rotating the key") { [registry] in
+                let (keyID, count) = try await registry.rotateKey(caller: caller)
+                return [reply(["keyId": .string(keyID), "reencrypted": .int(Int64(count))])]
+            }
+        case "org.varlink.service.GetInfo":
+            return .reply(reply(daemonInfo.getInfoParameters))
+        case "org.varlink.service.GetInterfaceDescription":
+            let interface = try ParameterReader(call.parameters).string("interface")
+            switch interface {
+            case TokenProviderInterface.name: return .reply(reply(["description": .string(TokenProviderInterface.description)]))
+            case VarlinkServiceInterface.name: return .reply(reply(["description": .string(VarlinkServiceInterface.description)]))
+            default: throw .interfaceNotFound(interface)
+            }
+        default:
+            let interface = call.interface
+            if interface == TokenProviderInterface.name || interface == VarlinkServiceInterface.name {
+                throw .methodNotFound(call.method)
+            }
+            throw .interfaceNotFound(interface)
+        }
+    }
+
+    // MARK: ProvideTokenReplacement
+
+    private func provideTokenReplacement(_ call: VarlinkCall, caller: CallerIdentity, eventLoop: any EventLoop) throws(VarlinkError) -> CallOutcome {
+        let parameters = ParameterReader(call.parameters)
+        let user = try parameters.string("userIdentifier")
+        let minValidSeconds = try parameters.optionalInt("minValidSeconds") ?? 0
+        guard minValidSeconds >= 0, minValidSeconds <= 366 * 86400 else { throw .invalidParameter("minValidSeconds") }
+        let rejectedToken = try parameters.optionalString("rejectedToken")
+
+        guard let entry = view[user] else { throw .unknownUser(user) }
+        guard settings.current.accessPolicy.mayRead(caller, readers: entry.resolvedReaders) else {
+            logDenied(caller, method: call.method, user: user)
+            throw .permissionDenied(user)
+        }
+        if entry.status.state == .reauthenticationRequired {
+            throw .reauthenticationRequired(user, reason: entry.status.lastError ?? "the login has ended")
+        }
+        let now = now()
+        let decision = ServeDecision.decide(deadline: entry.deadline, now: now, minimumValidity: .seconds(minValidSeconds))
+        // `rejectedToken` equal to the current token: the API refused it, so it must be replaced.
+        // Any other value is a token already replaced; the current one is the answer.
+        let rejectedCurrent = rejectedToken.map { constantTimeEquals($0, entry.accessToken) } ?? false
+        if decision == .serve, !rejectedCurrent {
+            return .reply(entry.replyBytes)
+        }
+        let reason: RefreshReason = rejectedCurrent ? .rejectedByAPI(generation: entry.generation) : .tooShortLived(minimumValidity: .seconds(minValidSeconds))
+        return deferred(on: eventLoop, what: "refreshing the token", timeoutError: { timeout in
+            .refreshFailed(user, reason: "no fresh token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
+        }) { [registry] in
+            let fresh = try await registry.freshEntry(for: user, reason: reason, caller: caller)
+            return [fresh.replyBytes]
+        }
+    }
+
+    // MARK: Status
+
+    private func status(_ call: VarlinkCall, caller: CallerIdentity) throws(VarlinkError) -> CallOutcome {
+        let user = try ParameterReader(call.parameters).optionalString("userIdentifier")
+        let now = now()
+        let policy = settings.current.accessPolicy
+        let all = view.snapshot()
+        let daemon = daemonStatus(all, now: now).json
+        if let user {
+            guard let entry = view[user] else { throw .unknownUser(user) }
+            guard policy.mayInspect(caller, readers: entry.resolvedReaders) else {
+                logDenied(caller, method: call.method, user: user)
+                throw .permissionDenied(user)
+            }
+            return .reply(reply(["daemon": .object(daemon), "credentials": .array([.object(entry.credentialStatus(now: now).json)])]))
+        }
+        let visible = all.filter { policy.mayInspect(caller, readers: $0.resolvedReaders) }
+        let statuses = visible.map { JSONValue.object($0.credentialStatus(now: now).json) }
+        guard call.more else {
+            return .reply(reply(["daemon": .object(daemon), "credentials": .array(statuses)]))
+        }
+        // Streamed in batches so that no single message grows with the number of credentials.
+        let batchSize = 100
+        var messages: [[UInt8]] = []
+        var start = 0
+        repeat {
+            let end = min(start + batchSize, statuses.count)
+            var parameters: JSONObject = ["credentials": .array(Array(statuses[start..<end]))]
+            if start == 0 { parameters = ["daemon": .object(daemon), "credentials": .array(Array(statuses[start..<end]))] }
+            var bytes: [UInt8] = []
+            VarlinkReply(parameters: parameters, continues: end < statuses.count).encode(into: &bytes)
+            messages.append(bytes)
+            start = end
+        } while start < statuses.count
+        return .replies(messages)
+    }
+
+    private func daemonStatus(_ entries: [ViewEntry], now: Timestamp) -> DaemonStatus {
+        var status = DaemonStatus(version: daemonInfo.version, startedAt: daemonInfo.startedAt.secondsSince1970, credentials: Int64(entries.count))
+        var nextRefresh: Timestamp?
+        for entry in entries {
+            switch entry.effectiveState(now: now) {
+            case .valid: status.valid += 1
+            case .refreshing: status.refreshing += 1
+            case .retrying: status.retrying += 1
+            case .reauthenticationRequired: status.reauthenticationRequired += 1
+            case .expired: status.expired += 1
+            }
+            if let next = entry.nextRefreshAt, next < (nextRefresh ?? next + .seconds(1)) { nextRefresh = next }
+        }
+        status.nextRefreshAt = nextRefresh?.secondsSince1970
+        return status
+    }
+
+    // MARK: Helpers
+
+    private func reply(_ parameters: JSONObject) -> [UInt8] {
+        var bytes: [UInt8] = []
+        VarlinkReply(parameters: parameters).encode(into: &bytes)
+        return bytes
+    }
+
+    private func logDenied(_ caller: CallerIdentity, method: String, user: String?) {
+        logger.notice("permission denied", metadata: [
+            "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "method": "\(method)",
+            "user_identifier": "\(user ?? "-")",
+        ])
+    }
+
+    /// Runs `work` off the event loop and turns its result into replies, answering with an
+    /// error when it throws or takes longer than the call timeout.
+    private func deferred(
+        on eventLoop: any EventLoop,
+        what: String,
+        timeoutError: @escaping @Sendable (Duration) -> VarlinkError = { timeout in .storageFailed("timed out after \(DurationFormat.humanReadable(timeout))") },
+        _ work: @escaping @Sendable () async throws -> [[UInt8]]
+    ) -> CallOutcome {
+        let timeout = settings.current.callTimeout
+        let promise = eventLoop.makePromise(of: [[UInt8]].self)
+        let done = NIOLoopBoundBox(false, eventLoop: eventLoop)
+        let timer = eventLoop.scheduleTask(in: .milliseconds(timeout.milliseconds)) {
+            guard !done.value else { return }
+            done.value = true
+            promise.succeed([ErrorReplies.encode(timeoutError(timeout))])
+        }
+        let task = Task {
+            let messages: [[UInt8]]
+            do {
+                messages = try await work()
+            } catch let error as VarlinkError {
+                messages = [ErrorReplies.encode(error)]
+            } catch {
+                messages = [ErrorReplies.internalError("\(error)")]
+            }
+            eventLoop.execute {
+                guard !done.value else { return }
+                done.value = true
+                timer.cancel()
+                promise.succeed(messages)
+            }
+        }
+        _ = task
+        return .deferred(promise.futureResult)
+    }
+}
+
+extension CallOutcome {
+    /// For oneway calls: the work still happens (and still orders the calls after it), its
+    /// replies are dropped.
+    func discardingReplies(on eventLoop: any EventLoop) -> CallOutcome {
+        if case .deferred(let future) = self { return .deferred(future.map { _ in [] }) }
+        return .none
+    }
+}
+
+/// Compares two strings in time independent of where they differ.
+func constantTimeEquals(_ a: String, _ b: String) -> Bool {
+    let x = Array(a.utf8), y = Array(b.utf8)
+    guard x.count == y.count else { return false }
+    var difference: UInt8 = 0
+    for i in 0..<x.count { difference |= x[i] ^ y[i] }
+    return difference == 0
+}
+
+/// Facts about this daemon for `GetInfo` and `Status`.
+struct DaemonInfo: Sendable {
+    static let version = "0.1.0"
+    let version: String
+    let startedAt: Timestamp
+
+    var getInfoParameters: JSONObject {
+        [
+            "vendor": .string("tokend"),
+            "product": .string("tokend"),
+            "version": .string(version),
+            "url": .string("file:///usr/share/doc/tokend/README.md"),
+            "interfaces": .array([.string(VarlinkServiceInterface.name), .string(TokenProviderInterface.name)]),
+        ]
+    }
+}

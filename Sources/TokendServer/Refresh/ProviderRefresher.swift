@@ -1,0 +1,74 @@
+import Logging
+import Synchronization
+import TokendConfig
+import TokendCore
+import TokendOAuth
+
+/// Runs a refresh for one provider kind. The only code that sees refresh tokens leave tokend.
+protocol ProviderRefresher: Sendable {
+    /// Exchanges the credential's refresh token for new tokens. Never throws: every failure is a
+    /// classified `GrantOutcome`.
+    func refresh(_ credential: Credential, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome
+    /// Revokes the credential's refresh token at the provider, if the provider supports it.
+    /// Returns a token-free reason on failure, nil on success or when there is nothing to do.
+    func revoke(_ credential: Credential) async -> String?
+}
+
+/// OAuth 2.0 providers: RFC 6749 §6 refresh grant, RFC 7009 revocation, OIDC discovery.
+final class OAuth2Refresher: ProviderRefresher {
+    let settings: OAuth2Settings
+    let client: TokenEndpointClient
+    let discovery: OIDCDiscovery
+    private let discovered = Mutex<ProviderMetadata?>(nil)
+
+    init(settings: OAuth2Settings, pool: HTTPClientPool) {
+        self.settings = settings
+        self.client = TokenEndpointClient(pool: pool)
+        self.discovery = OIDCDiscovery(pool: pool)
+    }
+
+    /// The token and revocation endpoints: configured, else discovered from the issuer (once,
+    /// then cached; a failed discovery is retried on the next grant).
+    func endpoints() async -> (token: String, revocation: String?)? {
+        if let token = settings.tokenEndpoint { return (token, settings.revocationEndpoint ?? discovered.withLock { $0?.revocationEndpoint }) }
+        if let metadata = discovered.withLock({ $0 }) { return (metadata.tokenEndpoint, settings.revocationEndpoint ?? metadata.revocationEndpoint) }
+        guard let issuer = settings.issuer, let metadata = try? await discovery.discover(issuer: issuer, caFile: settings.caFile) else { return nil }
+        discovered.withLock { $0 = metadata }
+        return (metadata.tokenEndpoint, settings.revocationEndpoint ?? metadata.revocationEndpoint)
+    }
+
+    func refresh(_ credential: Credential, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
+        guard let refreshToken = credential.refreshToken else {
+            return .permanent(error: "no_refresh_token", description: "the credential has no refresh token")
+        }
+        guard let endpoints = await endpoints() else {
+            return .transient(reason: "OpenID Connect discovery for \(settings.issuer ?? "?") failed", retryAfter: nil)
+        }
+        return await client.refresh(endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, now: now)
+    }
+
+    func revoke(_ credential: Credential) async -> String? {
+        if settings.tokenEndpoint == nil, settings.revocationEndpoint == nil { _ = await endpoints() }
+        guard let endpoint = settings.revocationEndpoint ?? discovered.withLock({ $0?.revocationEndpoint }) else { return nil }
+        if let refreshToken = credential.refreshToken {
+            return await client.revoke(endpoint: endpoint, settings: settings, token: refreshToken, tokenTypeHint: "refresh_token")
+        }
+        return await client.revoke(endpoint: endpoint, settings: settings, token: credential.accessToken, tokenTypeHint: "access_token")
+    }
+}
+
+/// The refreshers for the configured providers, rebuilt on reload.
+struct Refreshers: Sendable {
+    let byProvider: [String: any ProviderRefresher]
+
+    init(providers: [String: ProviderConfiguration], pool: HTTPClientPool) {
+        var byProvider: [String: any ProviderRefresher] = [:]
+        for (name, provider) in providers {
+            switch provider.kind {
+            case .oauth2(let settings): byProvider[name] = OAuth2Refresher(settings: settings, pool: pool)
+            case .exec(let settings): byProvider[name] = ExecRefresher(providerName: name, settings: settings)
+            }
+        }
+        self.byProvider = byProvider
+    }
+}

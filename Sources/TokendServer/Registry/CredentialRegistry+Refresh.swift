@@ -1,0 +1,242 @@
+import TokendConfig
+import TokendCore
+import TokendProtocol
+import TokendStorage
+
+/// What one grant achieved.
+enum GrantResult: Sendable {
+    case refreshed(ViewEntry)
+    case failed(VarlinkError)
+}
+
+extension CredentialRegistry {
+    /// An entry that satisfies `reason`, refreshing if need be. Callers that need the same
+    /// credential refreshed share one grant.
+    func freshEntry(for userIdentifier: String, reason: RefreshReason, caller: CallerIdentity) async throws(VarlinkError) -> ViewEntry {
+        guard let entry = view[userIdentifier] else { throw .unknownUser(userIdentifier) }
+        let current = now()
+        switch reason {
+        case .tooShortLived(let validity):
+            if ServeDecision.decide(deadline: entry.deadline, now: current, minimumValidity: validity) == .serve { return entry }
+        case .rejectedByAPI(let generation):
+            // Already replaced since the caller got its token: the current one is the answer.
+            if entry.generation != generation, current < entry.deadline { return entry }
+        case .proactive, .recovery:
+            break
+        }
+        if entry.status.state == .reauthenticationRequired {
+            throw .reauthenticationRequired(userIdentifier, reason: entry.status.lastError ?? "the login has ended")
+        }
+        if inFlight[userIdentifier] == nil, reason.isCallerTriggered {
+            // A client stuck on 401s must not hammer the provider: one caller-triggered refresh
+            // per credential per interval. A token that was just refreshed is as fresh as the
+            // provider makes them, so it is served if it is valid at all.
+            let lastRefresh = max(entry.status.lastRefreshAt ?? Timestamp(millisecondsSince1970: 0), lastForced[userIdentifier] ?? Timestamp(millisecondsSince1970: 0))
+            let nextAllowed = lastRefresh + limits.forcedRefreshInterval
+            if current < nextAllowed {
+                if case .tooShortLived = reason, current < entry.deadline { return entry }
+                throw .refreshFailed(
+                    userIdentifier,
+                    reason: "the token was refreshed less than \(DurationFormat.humanReadable(limits.forcedRefreshInterval)) ago; another refresh is allowed from \(nextAllowed.secondsSince1970)",
+                    retryAt: nextAllowed.secondsSince1970
+                )
+            }
+            lastForced[userIdentifier] = current
+        }
+        switch await join(userIdentifier, reason: reason) {
+        case .refreshed(let fresh): return fresh
+        case .failed(let error): throw error
+        }
+    }
+
+    /// Starts the grant for `user`, or joins the one in flight.
+    func join(_ userIdentifier: String, reason: RefreshReason) async -> GrantResult {
+        if let task = inFlight[userIdentifier] { return await task.value }
+        let task = Task { await self.performGrant(userIdentifier, reason: reason) }
+        inFlight[userIdentifier] = task
+        return await task.value
+    }
+
+    /// One refresh grant, from marking it in flight to committing its result.
+    private func performGrant(_ user: String, reason: RefreshReason) async -> GrantResult {
+        defer { inFlight[user] = nil }
+        await acquireSlot()
+        defer { releaseSlot() }
+
+        // Phase 1, under the user's lock: read the stored credential and record durably that a
+        // grant is about to be sent, so a crash during it is noticed and recovered at start-up.
+        await lock(user)
+        let prepared: (Credential, any ProviderRefresher, ProviderConfiguration)
+        switch await prepareGrant(user) {
+        case .success(let value): prepared = value
+        case .failure(let error):
+            unlock(user)
+            return .failed(error)
+        }
+        unlock(user)
+        let (credential, refresher, provider) = prepared
+
+        await waitForRateLimit(provider)
+        grantsStarted += 1
+        logger.debug("refresh grant", metadata: ["user_identifier": "\(user)", "provider": "\(provider.name)", "reason": "\(reason)"])
+        let outcome = await refresher.refresh(credential, now: now)
+
+        // Phase 3, under the lock again: commit whatever happened.
+        await lock(user)
+        defer { unlock(user) }
+        return await commit(outcome, for: credential, provider: provider)
+    }
+
+    private func prepareGrant(_ user: String) async -> Result<(Credential, any ProviderRefresher, ProviderConfiguration), VarlinkError> {
+        let stored: Credential?
+        do {
+            stored = try await store.load(userIdentifier: user)
+        } catch {
+            logger.error("reading a credential failed: \(error)", metadata: ["user_identifier": "\(user)"])
+            return .failure(.storageFailed("the credential could not be read"))
+        }
+        guard var credential = stored else { return .failure(.unknownUser(user)) }
+        let providers = settings.current.providers
+        guard let provider = providers[credential.provider], let refresher = refreshers.byProvider[credential.provider] else {
+            return .failure(.refreshFailed(user, reason: "provider \(credential.provider) is not configured", retryAt: nil))
+        }
+        let current = now()
+        if let end = provider.refreshPolicy.sessionEnd(of: credential), current >= end {
+            return .failure(await markReauthenticationRequired(credential, reason: sessionEndedReason(provider)))
+        }
+        if credential.refreshToken == nil, case .oauth2 = provider.kind {
+            return .failure(.refreshFailed(user, reason: "the credential has no refresh token; add a new one or log in again", retryAt: nil))
+        }
+        credential.status.state = .refreshing
+        credential.status.grantStartedAt = current
+        do {
+            credential.generation = try await store.updateStatus(userIdentifier: user, status: credential.status, expectedGeneration: credential.generation)
+        } catch {
+            logger.error("recording a grant failed: \(error)", metadata: ["user_identifier": "\(user)"])
+            return .failure(.storageFailed("the grant could not be recorded"))
+        }
+        updateView(credential, provider: provider)
+        return .success((credential, refresher, provider))
+    }
+
+    private func commit(_ outcome: GrantOutcome, for credential: Credential, provider: ProviderConfiguration) async -> GrantResult {
+        let user = credential.userIdentifier
+        let received = now()
+        switch outcome {
+        case .success(let response):
+            var next: Credential
+            do {
+                next = try credential.refreshed(with: response, receivedAt: received)
+            } catch {
+                return await recordTransientFailure(credential, provider: provider, reason: "the token endpoint's answer is unusable: \(error)", retryAfter: nil)
+            }
+            let rotated = response.refreshToken != nil
+            do {
+                // Rotation is durable before any caller sees the new access token.
+                next = try await store.update(next, expectedGeneration: credential.generation)
+            } catch let error as StorageError where error.code == .conflict || error.code == .notFound {
+                // Removed or replaced while the grant ran: the newer state wins.
+                logger.notice("credential changed during its refresh; result discarded", metadata: ["user_identifier": "\(user)"])
+                if let entry = view[user] { return .refreshed(entry) }
+                return .failed(.unknownUser(user))
+            } catch {
+                logger.error("storing refreshed tokens failed: \(error)", metadata: ["user_identifier": "\(user)"])
+                return .failed(.storageFailed("the refreshed token could not be stored"))
+            }
+            failures[user] = nil
+            let entry = updateView(next, provider: provider)
+            logger.info("credential refreshed", metadata: [
+                "user_identifier": "\(user)", "provider": "\(provider.name)", "rotated": "\(rotated)",
+                "expires_in": "\(DurationFormat.humanReadable(entry.deadline - received))",
+            ])
+            return .refreshed(entry)
+        case .permanent(let error, let description):
+            let reason = description.map { "\(error): \($0)" } ?? error
+            return .failed(await markReauthenticationRequired(credential, reason: reason))
+        case .transient(let reason, let retryAfter):
+            return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: retryAfter)
+        }
+    }
+
+    private func recordTransientFailure(_ credential: Credential, provider: ProviderConfiguration, reason: String, retryAfter: Duration?) async -> GrantResult {
+        let user = credential.userIdentifier
+        let attempts = (failures[user] ?? 0) + 1
+        failures[user] = attempts
+        let backoff = Backoff(initial: limits.retryInitial, maximum: limits.retryMaximum)
+        let retryAt = now() + backoff.delay(attempt: attempts, retryAfter: retryAfter, random: Double.random(in: 0..<1))
+        var updated = credential
+        updated.status.state = .retrying
+        updated.status.lastError = reason
+        updated.status.grantStartedAt = nil
+        updated.status.retryAt = retryAt
+        await writeStatus(&updated)
+        updateView(updated, provider: provider)
+        logger.warning("refresh failed; will retry", metadata: [
+            "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(reason)", "attempt": "\(attempts)",
+            "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))",
+        ])
+        return .failed(.refreshFailed(user, reason: reason, retryAt: retryAt.secondsSince1970))
+    }
+
+    /// Moves a credential to *reauthentication required*: no more refreshes, no more serving.
+    func markReauthenticationRequired(_ credential: Credential, reason: String) async -> VarlinkError {
+        var updated = credential
+        updated.status.state = .reauthenticationRequired
+        updated.status.lastError = reason
+        updated.status.grantStartedAt = nil
+        updated.status.retryAt = nil
+        await writeStatus(&updated)
+        let providers = settings.current.providers
+        if let provider = providers[credential.provider] { updateView(updated, provider: provider) } else { view.store(entry(for: updated, providers: providers)) }
+        schedule.cancel(credential.userIdentifier)
+        warnings.cancel(credential.userIdentifier)
+        failures[credential.userIdentifier] = nil
+        logger.warning("reauthentication required", metadata: [
+            "user_identifier": "\(credential.userIdentifier)", "provider": "\(credential.provider)", "reason": "\(reason)",
+        ])
+        return .reauthenticationRequired(credential.userIdentifier, reason: reason)
+    }
+
+    func sessionEndedReason(_ provider: ProviderConfiguration) -> String {
+        let age = provider.refreshPolicy.maxSessionAge.map(DurationFormat.humanReadable) ?? "?"
+        return "the login reached its maximum age of \(age); log in again"
+    }
+
+    private func writeStatus(_ credential: inout Credential) async {
+        do {
+            credential.generation = try await store.updateStatus(
+                userIdentifier: credential.userIdentifier, status: credential.status, expectedGeneration: credential.generation
+            )
+        } catch {
+            logger.error("recording refresh status failed: \(error)", metadata: ["user_identifier": "\(credential.userIdentifier)"])
+        }
+    }
+
+    /// Publishes `credential` to the view and plans its next refresh.
+    @discardableResult
+    func updateView(_ credential: Credential, provider: ProviderConfiguration) -> ViewEntry {
+        let providers = settings.current.providers
+        plan(credential, providers: providers)
+        let entry = entry(for: credential, providers: providers)
+        view.store(entry)
+        return entry
+    }
+
+    // MARK: Limits
+
+    private func acquireSlot() async {
+        if slots.tryAcquire() { return }
+        await withCheckedContinuation { continuation in slots.enqueue(continuation) }
+    }
+
+    private func releaseSlot() { slots.release() }
+
+    var grantsInFlightHighWater: Int { slots.highWater }
+
+    private func waitForRateLimit(_ provider: ProviderConfiguration) async {
+        var bucket = buckets[provider.name] ?? TokenBucket(ratePerSecond: provider.rateLimit, burst: Double(provider.rateBurst))
+        let delay = bucket.reserve(now: now())
+        buckets[provider.name] = bucket
+        if delay > .zero { try? await Task.sleep(for: delay) }
+    }
+}

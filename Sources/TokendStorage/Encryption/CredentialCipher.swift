@@ -1,0 +1,159 @@
+import Crypto
+import TokendCore
+
+/// Seals and opens credential tokens with AES-256-GCM under per-credential subkeys.
+///
+/// Each credential row carries a random 32-byte salt; the subkey for that row is
+/// HKDF-SHA256(master key, salt, info "tokend credential v1"). A fresh salt is drawn whenever a
+/// row's tokens are written, so each subkey seals only a handful of values and random 96-bit
+/// nonces stay far inside GCM's limits however many credentials and refreshes there are.
+///
+/// A sealed blob is
+///
+/// ```
+/// version (1 byte, = 1) | master key id (8) | nonce (12) | ciphertext | tag (16)
+/// ```
+///
+/// and its associated data is the 9-byte header followed by the ``SealBinding`` in
+/// length-prefixed form, so version, key id, user, provider and column are all authenticated.
+///
+/// Subkeys are not cached: deriving one costs two HMAC-SHA256 computations (around a
+/// microsecond), which is negligible beside the SQLite read that precedes every open, and a
+/// cache would keep extra key material in memory for no measurable gain.
+public struct CredentialCipher: Sendable {
+    /// The blob format version this build writes and reads.
+    public static let version: UInt8 = 1
+    /// The length of a row's salt.
+    public static let saltByteCount = 32
+    static let nonceByteCount = 12
+    static let tagByteCount = 16
+    static let headerByteCount = 1 + MasterKey.idByteCount
+    static let minimumBlobByteCount = headerByteCount + nonceByteCount + tagByteCount
+    static let info = Array("tokend credential v1".utf8)
+
+    /// The keys: the current one seals, any of them opens.
+    public var keyring: Keyring
+
+    /// Creates a cipher over `keyring`.
+    public init(keyring: Keyring) { self.keyring = keyring }
+
+    /// A new random salt for a row.
+    public static func makeSalt() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<saltByteCount).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+    }
+
+    /// The id of the master key a blob was sealed with, or `nil` if it is too short to have one.
+    public static func keyID(of blob: some Collection<UInt8>) -> String? {
+        guard blob.count >= headerByteCount else { return nil }
+        return MasterKey.hex(blob.dropFirst().prefix(MasterKey.idByteCount))
+    }
+
+    /// Seals a token under the current key.
+    ///
+    /// - Parameters:
+    ///   - secret: The token.
+    ///   - salt: The row's salt (``saltByteCount`` bytes).
+    ///   - binding: The row and column the blob will be stored in.
+    /// - Returns: The sealed blob.
+    /// - Throws: ``StorageError`` with code `.decryption` if the salt has the wrong length or
+    ///   sealing fails.
+    public func seal(_ secret: SecretString, salt: some Collection<UInt8>, binding: SealBinding) throws -> [UInt8] {
+        let key = keyring.current
+        let header = [Self.version] + key.idBytes
+        do {
+            let box = try AES.GCM.seal(
+                Array(secret.value.utf8),
+                using: try subkey(key, salt: salt),
+                nonce: AES.GCM.Nonce(),
+                authenticating: header + binding.encoded
+            )
+            return header + Array(box.nonce) + Array(box.ciphertext) + Array(box.tag)
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw StorageError(
+                code: .decryption,
+                message: "cannot seal the \(binding.column) of credential '\(binding.userIdentifier)'",
+                underlying: error
+            )
+        }
+    }
+
+    /// Opens a blob made by ``seal(_:salt:binding:)``.
+    ///
+    /// - Parameters:
+    ///   - blob: The sealed blob.
+    ///   - salt: The row's salt.
+    ///   - binding: The row and column the blob was read from.
+    /// - Returns: The token.
+    /// - Throws: ``StorageError`` with code `.unknownKey` if the blob names a key the keyring
+    ///   lacks, or `.decryption` if it is malformed, altered, or was sealed for another binding.
+    public func open(_ blob: some Collection<UInt8>, salt: some Collection<UInt8>, binding: SealBinding) throws
+        -> SecretString
+    {
+        let blob = Array(blob)
+        let what = "the \(binding.column) of credential '\(binding.userIdentifier)'"
+        guard blob.count >= Self.minimumBlobByteCount else {
+            throw StorageError(code: .decryption, message: "cannot decrypt \(what): sealed value is truncated")
+        }
+        guard blob[0] == Self.version else {
+            throw StorageError(
+                code: .decryption,
+                message: "cannot decrypt \(what): unknown format version \(blob[0]) (this build reads \(Self.version))"
+            )
+        }
+        let idBytes = blob[1..<Self.headerByteCount]
+        guard let key = keyring.key(idBytes: idBytes) else {
+            throw StorageError(
+                code: .unknownKey,
+                message: "cannot decrypt \(what): it is sealed with master key \(MasterKey.hex(idBytes)), which is "
+                    + "not in the keyring (\(keyring.keyIDs.joined(separator: ", "))); add that key as a later "
+                    + "line of the key file"
+            )
+        }
+        let nonceEnd = Self.headerByteCount + Self.nonceByteCount
+        let tagStart = blob.count - Self.tagByteCount
+        let plaintext: [UInt8]
+        do {
+            let box = try AES.GCM.SealedBox(
+                nonce: AES.GCM.Nonce(data: blob[Self.headerByteCount..<nonceEnd]),
+                ciphertext: blob[nonceEnd..<tagStart],
+                tag: blob[tagStart...]
+            )
+            plaintext = Array(
+                try AES.GCM.open(box, using: try subkey(key, salt: salt), authenticating: blob[..<Self.headerByteCount] + binding.encoded)
+            )
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            // CryptoKit's errors carry no data, only a kind; still, keep the message self-contained.
+            throw StorageError(
+                code: .decryption,
+                message: "cannot decrypt \(what): authentication failed (the value was altered, moved from "
+                    + "another credential or column, or the key is wrong)",
+                underlying: error
+            )
+        }
+        guard let text = String(validating: plaintext, as: UTF8.self) else {
+            throw StorageError(code: .decryption, message: "cannot decrypt \(what): the plaintext is not UTF-8")
+        }
+        return SecretString(text)
+    }
+
+    /// HKDF-SHA256(master key, salt, info) → a 256-bit AES key for one row.
+    private func subkey(_ key: MasterKey, salt: some Collection<UInt8>) throws -> SymmetricKey {
+        guard salt.count == Self.saltByteCount else {
+            throw StorageError(
+                code: .decryption,
+                message: "a credential salt must be \(Self.saltByteCount) bytes, not \(salt.count)"
+            )
+        }
+        return HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: key.symmetricKey,
+            salt: Array(salt),
+            info: Self.info,
+            outputByteCount: 32
+        )
+    }
+}

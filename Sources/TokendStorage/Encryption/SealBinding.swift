@@ -1,0 +1,44 @@
+/// Which token column a sealed value belongs to.
+public struct TokenColumn: Sendable, Hashable, CustomStringConvertible {
+    /// The column name, bound into the seal's associated data.
+    public let name: String
+    private init(_ name: String) { self.name = name }
+
+    /// The access token.
+    public static var accessToken: TokenColumn { TokenColumn("access_token") }
+    /// The refresh token.
+    public static var refreshToken: TokenColumn { TokenColumn("refresh_token") }
+
+    public var description: String { name }
+}
+
+/// What a sealed token is bound to: opening it with any other binding fails, so a ciphertext
+/// copied to another credential, another provider, or the other token column is useless there.
+public struct SealBinding: Sendable, Hashable {
+    /// The credential's user identifier.
+    public var userIdentifier: String
+    /// The credential's provider name.
+    public var provider: String
+    /// The column the token is stored in.
+    public var column: TokenColumn
+
+    /// Creates a binding.
+    public init(userIdentifier: String, provider: String, column: TokenColumn) {
+        self.userIdentifier = userIdentifier
+        self.provider = provider
+        self.column = column
+    }
+
+    /// The binding in an unambiguous byte form: each field is its UTF-8 length as a 4-byte
+    /// big-endian integer followed by its bytes, so ("ab", "c") and ("a", "bc") differ.
+    var encoded: [UInt8] {
+        var bytes: [UInt8] = []
+        for field in [userIdentifier, provider, column.name] {
+            let utf8 = Array(field.utf8)
+            let count = UInt32(truncatingIfNeeded: utf8.count)
+            bytes += [UInt8(count >> 24), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]
+            bytes += utf8
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,188 @@
+import Foundation
+import GRDB
+import TokendCore
+
+extension SQLiteCredentialStore {
+    public func loadAll() async throws -> [Credential] {
+        try await read("load credentials") { db in
+            let cipher = self.cipher
+            return try Row.fetchAll(db, sql: "SELECT * FROM credentials ORDER BY user_identifier").map {
+                try Self.credential(from: $0, cipher: cipher)
+            }
+        }
+    }
+
+    public func load(userIdentifier: String) async throws -> Credential? {
+        try await read("load credential '\(userIdentifier)'") { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT * FROM credentials WHERE user_identifier = ?",
+                arguments: [userIdentifier]
+            ).map { try Self.credential(from: $0, cipher: self.cipher) }
+        }
+    }
+
+    public func insert(_ credential: Credential, replacing: Bool) async throws -> Credential {
+        let updatedAt = now()
+        return try await write("store credential '\(credential.userIdentifier)'") { db in
+            let exists = try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM credentials WHERE user_identifier = ?)",
+                arguments: [credential.userIdentifier]
+            ) ?? false
+            if exists && !replacing {
+                throw StorageError(
+                    code: .alreadyExists,
+                    message: "a credential for '\(credential.userIdentifier)' already exists"
+                )
+            }
+            let generation = try Self.nextGeneration(db)
+            let sealed = try Self.seal(credential, cipher: self.cipher)
+            let columns = [("user_identifier", credential.userIdentifier as (any DatabaseValueConvertible)?)]
+                + (try Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt))
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO credentials (\(columns.map(\.0).joined(separator: ", "))) "
+                    + "VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))",
+                arguments: StatementArguments(columns.map(\.1))
+            )
+            var stored = credential
+            stored.generation = generation
+            return stored
+        }
+    }
+
+    public func update(_ credential: Credential, expectedGeneration: Int64) async throws -> Credential {
+        let updatedAt = now()
+        return try await write("update credential '\(credential.userIdentifier)'") { db in
+            let generation = try Self.nextGeneration(db)
+            let sealed = try Self.seal(credential, cipher: self.cipher)
+            let columns = try Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt)
+            try Self.compareAndSwap(db, credential.userIdentifier, expectedGeneration, columns)
+            var stored = credential
+            stored.generation = generation
+            return stored
+        }
+    }
+
+    @discardableResult
+    public func updateStatus(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws
+        -> Int64
+    {
+        let updatedAt = now()
+        return try await write("update the status of credential '\(userIdentifier)'") { db in
+            let generation = try Self.nextGeneration(db)
+            let columns = Self.statusValues(status) + [
+                ("generation", generation),
+                ("updated_at", updatedAt.millisecondsSince1970),
+            ]
+            try Self.compareAndSwap(db, userIdentifier, expectedGeneration, columns)
+            return generation
+        }
+    }
+
+    /// `UPDATE … WHERE user_identifier = ? AND generation = ?`, throwing `.conflict` or
+    /// `.notFound` (which rolls the transaction back, generation counter included) if no row
+    /// matched.
+    private static func compareAndSwap(
+        _ db: Database,
+        _ userIdentifier: String,
+        _ expectedGeneration: Int64,
+        _ columns: [(String, (any DatabaseValueConvertible)?)]
+    ) throws {
+        try db.execute(
+            sql: "UPDATE credentials SET \(columns.map { "\($0.0) = ?" }.joined(separator: ", ")) "
+                + "WHERE user_identifier = ? AND generation = ?",
+            arguments: StatementArguments(columns.map(\.1) + [userIdentifier, expectedGeneration])
+        )
+        if db.changesCount == 0 {
+            throw try compareAndSwapFailure(db, userIdentifier, expected: expectedGeneration)
+        }
+    }
+
+    @discardableResult
+    public func remove(userIdentifier: String) async throws -> Bool {
+        try await write("remove credential '\(userIdentifier)'") { db in
+            try db.execute(sql: "DELETE FROM credentials WHERE user_identifier = ?", arguments: [userIdentifier])
+            return db.changesCount > 0
+        }
+    }
+
+    public func keyIDsInUse() async throws -> Set<String> {
+        try await read("list the keys in use") { db in
+            // Each blob names its key in bytes 2…9 (SQLite's substr counts from 1).
+            Set(
+                try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT lower(hex(substr(access_token, 2, 8))) FROM credentials
+                        UNION
+                        SELECT lower(hex(substr(refresh_token, 2, 8))) FROM credentials WHERE refresh_token IS NOT NULL
+                        """
+                )
+            )
+        }
+    }
+
+    public func reencrypt(under keyring: Keyring) async throws -> Int {
+        // Switch first: from here on every write seals under the new key, so the loop below
+        // cannot miss a row written concurrently.
+        replaceKeyring(keyring)
+        let currentID = Data(keyring.current.idBytes)
+        let batchSize = configuration.reencryptBatchSize
+        var total = 0
+        while true {
+            let count = try await write("re-encrypt credentials") { db in
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT * FROM credentials
+                        WHERE substr(access_token, 2, 8) != ?1
+                           OR (refresh_token IS NOT NULL AND substr(refresh_token, 2, 8) != ?1)
+                        ORDER BY user_identifier LIMIT ?2
+                        """,
+                    arguments: [currentID, batchSize]
+                )
+                let cipher = self.cipher
+                for row in rows {
+                    let credential = try Self.credential(from: row, cipher: cipher)
+                    let sealed = try Self.seal(credential, cipher: cipher)
+                    // Same content, so the generation stays: a compare-and-swap based on it
+                    // must still succeed after a rotation.
+                    try db.execute(
+                        sql: "UPDATE credentials SET salt = ?, access_token = ?, refresh_token = ? WHERE user_identifier = ?",
+                        arguments: [
+                            Data(sealed.salt), Data(sealed.accessToken), sealed.refreshToken.map { Data($0) },
+                            credential.userIdentifier,
+                        ]
+                    )
+                }
+                return rows.count
+            }
+            total += count
+            if count > 0 {
+                logger.info("re-encrypted credentials", metadata: ["count": "\(total)", "key": "\(keyring.current.id)"])
+            }
+            if count < batchSize { break }
+        }
+        if total > 0 { await truncateWAL() }
+        return total
+    }
+
+    /// Checkpoints and truncates the WAL so that ciphertexts under a retired key do not linger in
+    /// it. Best effort: a concurrent reader can make the checkpoint partial, which is harmless.
+    func truncateWAL() async {
+        try? await pool.writeWithoutTransaction { db in
+            _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+    }
+
+    public func close() async throws {
+        // Mark closed first so no new call starts; GRDB waits for the ones in progress.
+        if markClosed() { return }
+        do {
+            try pool.close()
+        } catch {
+            throw Self.storageError(error, "cannot close the credential database \(databasePath)")
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import GRDB
+import TokendCore
+
+/// The two sealed tokens of a row and the salt their subkey was derived from.
+struct SealedTokens {
+    var salt: [UInt8]
+    var accessToken: [UInt8]
+    var refreshToken: [UInt8]?
+}
+
+extension SQLiteCredentialStore {
+    /// Seals a credential's tokens under a fresh salt and the cipher's current key.
+    static func seal(_ credential: Credential, cipher: CredentialCipher) throws -> SealedTokens {
+        let salt = CredentialCipher.makeSalt()
+        func binding(_ column: TokenColumn) -> SealBinding {
+            SealBinding(userIdentifier: credential.userIdentifier, provider: credential.provider, column: column)
+        }
+        return SealedTokens(
+            salt: salt,
+            accessToken: try cipher.seal(credential.accessToken, salt: salt, binding: binding(.accessToken)),
+            refreshToken: try credential.refreshToken.map {
+                try cipher.seal($0, salt: salt, binding: binding(.refreshToken))
+            }
+        )
+    }
+
+    /// Every column of a row except `user_identifier`, in a fixed order, with its value.
+    static func columnValues(
+        _ credential: Credential,
+        sealed: SealedTokens,
+        generation: Int64,
+        updatedAt: Timestamp
+    ) throws -> [(String, (any DatabaseValueConvertible)?)] {
+        [
+            ("provider", credential.provider),
+            ("salt", Data(sealed.salt)),
+            ("access_token", Data(sealed.accessToken)),
+            ("refresh_token", sealed.refreshToken.map { Data($0) }),
+            ("token_type", credential.tokenType),
+            ("scope", credential.scope),
+            ("expires_at", credential.expiresAt.millisecondsSince1970),
+            ("issued_at", credential.issuedAt.millisecondsSince1970),
+            ("session_started_at", credential.sessionStartedAt.millisecondsSince1970),
+            ("readers", try encodeReaders(credential.readers)),
+            ("enrolled_uid", Int64(credential.enrolment.uid)),
+            ("enrolled_pid", Int64(credential.enrolment.pid)),
+            ("enrolled_at", credential.enrolment.at.millisecondsSince1970),
+        ] + statusValues(credential.status) + [
+            ("generation", generation),
+            ("updated_at", updatedAt.millisecondsSince1970),
+        ]
+    }
+
+    static func statusValues(_ status: RefreshStatus) -> [(String, (any DatabaseValueConvertible)?)] {
+        [
+            ("state", status.state.rawValue),
+            ("last_refresh_at", status.lastRefreshAt?.millisecondsSince1970),
+            ("last_error", status.lastError),
+            ("refresh_count", status.refreshCount),
+            ("grant_started_at", status.grantStartedAt?.millisecondsSince1970),
+            ("retry_at", status.retryAt?.millisecondsSince1970),
+        ]
+    }
+
+    static func encodeReaders(_ readers: [Reader]) throws -> String {
+        let data = try JSONEncoder().encode(readers.map(\.description))
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Decodes and decrypts a `credentials` row.
+    static func credential(from row: Row, cipher: CredentialCipher) throws -> Credential {
+        let fields = RowFields(row: row)
+        let userIdentifier: String = try fields.required("user_identifier")
+        let provider: String = try fields.required("provider")
+        let salt: Data = try fields.required("salt")
+        func open(_ blob: Data, _ column: TokenColumn) throws -> SecretString {
+            try cipher.open(
+                blob,
+                salt: salt,
+                binding: SealBinding(userIdentifier: userIdentifier, provider: provider, column: column)
+            )
+        }
+        let stateText: String = try fields.required("state")
+        guard let state = CredentialState(rawValue: stateText) else {
+            throw fields.corrupt("state", "unknown state '\(stateText)'")
+        }
+        return Credential(
+            userIdentifier: userIdentifier,
+            provider: provider,
+            accessToken: try open(try fields.required("access_token"), .accessToken),
+            refreshToken: try fields.optional("refresh_token").map { (blob: Data) in try open(blob, .refreshToken) },
+            tokenType: try fields.required("token_type"),
+            scope: try fields.optional("scope"),
+            expiresAt: try fields.timestamp("expires_at"),
+            issuedAt: try fields.timestamp("issued_at"),
+            sessionStartedAt: try fields.timestamp("session_started_at"),
+            readers: try fields.readers("readers"),
+            enrolment: Enrolment(
+                uid: try fields.integer("enrolled_uid"),
+                pid: try fields.integer("enrolled_pid"),
+                at: try fields.timestamp("enrolled_at")
+            ),
+            status: RefreshStatus(
+                state: state,
+                lastRefreshAt: try fields.optionalTimestamp("last_refresh_at"),
+                lastError: try fields.optional("last_error"),
+                refreshCount: try fields.required("refresh_count"),
+                grantStartedAt: try fields.optionalTimestamp("grant_started_at"),
+                retryAt: try fields.optionalTimestamp("retry_at")
+            ),
+            generation: try fields.required("generation")
+        )
+    }
+}
+
+/// Typed, throwing access to a row's columns. GRDB's plain subscripts trap on a `NULL` or a
+/// value of the wrong type; a damaged database must give an error naming the row, not a crash.
+private struct RowFields {
+    let row: Row
+
+    var userIdentifier: String {
+        guard let raw = row["user_identifier"] as (any DatabaseValueConvertible)?,
+            let name = String.fromDatabaseValue(raw.databaseValue)
+        else { return "?" }
+        return name
+    }
+
+    func corrupt(_ column: String, _ problem: String) -> StorageError {
+        StorageError(
+            code: .corruptRecord,
+            message: "stored credential '\(userIdentifier)' has an invalid \(column): \(problem)"
+        )
+    }
+
+    func optional<Value: DatabaseValueConvertible>(_ column: String) throws -> Value? {
+        // The non-generic subscript: nil for a missing column or NULL, never a trap.
+        guard let raw = row[column] as (any DatabaseValueConvertible)? else { return nil }
+        guard let decoded = Value.fromDatabaseValue(raw.databaseValue) else {
+            throw corrupt(column, "unexpected type")
+        }
+        return decoded
+    }
+
+    func required<Value: DatabaseValueConvertible>(_ column: String) throws -> Value {
+        guard let value: Value = try optional(column) else { throw corrupt(column, "missing") }
+        return value
+    }
+
+    func integer<Value: FixedWidthInteger>(_ column: String) throws -> Value {
+        let raw: Int64 = try required(column)
+        guard let value = Value(exactly: raw) else { throw corrupt(column, "out of range") }
+        return value
+    }
+
+    func timestamp(_ column: String) throws -> Timestamp {
+        Timestamp(millisecondsSince1970: try required(column))
+    }
+
+    func optionalTimestamp(_ column: String) throws -> Timestamp? {
+        try (optional(column) as Int64?).map { Timestamp(millisecondsSince1970: $0) }
+    }
+
+    func readers(_ column: String) throws -> [Reader] {
+        let text: String = try required(column)
+        guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else {
+            throw corrupt(column, "not a JSON array of strings")
+        }
+        return try strings.map { string in
+            guard let reader = Reader(string) else { throw corrupt(column, "unknown reader '\(string)'") }
+            return reader
+        }
+    }
+}

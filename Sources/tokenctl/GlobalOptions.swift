@@ -1,0 +1,26 @@
+import ArgumentParser
+import TokendClient
+
+/// Options every subcommand takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "tokend's socket (default: $TOKEND_SOCKET, else \(TokendClient.defaultSocketPath)).", valueName: "path"))
+    var socket: String?
+
+    @Option(name: .long, help: ArgumentHelp("How long to wait for tokend's answer.", valueName: "seconds"))
+    var timeout: Int = 10
+
+    func validate() throws {
+        guard timeout > 0, timeout <= 3600 else {
+            throw ValidationError("--timeout must be between 1 and 3600 seconds.")
+        }
+        if let socket, socket.isEmpty { throw ValidationError("--socket must not be empty.") }
+    }
+
+    /// A client for the chosen socket.
+    func makeClient() -> TokendClient {
+        TokendClient(socketPath: socket, callTimeout: .seconds(timeout))
+    }
+}

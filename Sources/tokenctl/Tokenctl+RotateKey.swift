@@ -1,0 +1,27 @@
+import ArgumentParser
+import TokendClient
+
+extension Tokenctl {
+    /// `tokenctl rotate-key`.
+    struct RotateKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-key",
+            abstract: "Re-encrypt every stored token under a newly generated master key.",
+            discussion: "Administrators only."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let client = global.makeClient()
+            let result: (keyID: String, reencrypted: Int)
+            do {
+                result = try await client.rotateKey()
+            } catch {
+                throw Terminal.fail(error)
+            }
+            await client.close()
+            print("Rotated the master key: new key \(result.keyID), \(result.reencrypted) token\(result.reencrypted == 1 ? "" : "s") re-encrypted.")
+        }
+    }
+}

@@ -1,0 +1,92 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import Logging
+import ServiceLifecycle
+import TokendConfig
+import TokendServer
+
+/// `tokend`: keeps OAuth/JWT credentials fresh and serves them over a Varlink socket.
+@main
+struct Tokend: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tokend",
+        abstract: "Keeps OAuth/JWT credentials fresh for the programs on this host.",
+        discussion: "Runs in the foreground (as a systemd service). Reads its configuration from --config, else \(DaemonConfiguration.defaultConfigurationFile) when it exists, else uses the built-in defaults."
+    )
+
+    @Option(name: .long, help: "The configuration file (TOML).")
+    var config: String?
+
+    @Flag(name: .long, help: "Check the configuration and exit.")
+    var checkConfig = false
+
+    func run() async throws {
+        let configuration: DaemonConfiguration
+        do {
+            configuration = try loadConfiguration()
+        } catch {
+            // One line naming the file, the key and the problem; EX_CONFIG.
+            FileHandleOutput.standardError("tokend: \(error)\n")
+            throw ExitCode(78)
+        }
+        if checkConfig {
+            print("configuration OK: \(configuration.sourceFile ?? "built-in defaults")")
+            return
+        }
+        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "tokend")
+        let daemon = TokendDaemon(configuration: configuration, logger: logger, environment: ProcessEnvironment.current)
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: daemon)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        )
+        do {
+            try await group.run()
+        } catch {
+            logger.critical("tokend failed: \(error)")
+            throw ExitCode(1)
+        }
+    }
+
+    private func loadConfiguration() throws -> DaemonConfiguration {
+        if let config { return try ConfigurationLoader.load(path: config) }
+        if access(DaemonConfiguration.defaultConfigurationFile, F_OK) == 0 {
+            return try ConfigurationLoader.load(path: DaemonConfiguration.defaultConfigurationFile)
+        }
+        return DaemonConfiguration()
+    }
+}
+
+enum FileHandleOutput {
+    /// Writes straight to file descriptor 2 (the `stderr` global is not concurrency-safe).
+    static func standardError(_ text: String) {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+            if written <= 0 { return }
+            offset += written
+        }
+    }
+}
+
+enum ProcessEnvironment {
+    static var current: [String: String] {
+        var result: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        return result
+    }
+}

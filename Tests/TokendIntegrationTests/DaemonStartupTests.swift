@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+
+/// Start-up refuses what it cannot run safely, with one clear message.
+@Suite(.serialized)
+struct DaemonStartupTests {
+    @Test(arguments: [
+        ("[daemon]\nsocket = \"s\"\nbogus = 1\n", "daemon.bogus: unknown key"),
+        ("[daemon]\nmax_connections = \"many\"\n", "daemon.max_connections: expected an integer"),
+        ("[providers.p]\nkind = \"oauth2\"\nclient_id = \"c\"\nclient_auth = \"none\"\n", "providers.p.token_endpoint: is required"),
+        ("[providers.p]\nkind = \"oauth2\"\ntoken_endpoint = \"http://127.0.0.1/t\"\nclient_id = \"c\"\nclient_secret_file = \"nope\"\n", "providers.p.client_secret_file: cannot read"),
+        ("[daemon\n", "line 1"),
+    ])
+    func badConfigurationStopsStartUpNamingFileKeyAndProblem(config: String, expected: String) async throws {
+        let directory = try ScratchDirectory()
+        try directory.write("bad.toml", config)
+        let result = try await runCommand(Repository.binary("tokend"), ["--config", directory.file("bad.toml")])
+        #expect(result.status == 78)
+        #expect(result.stderr.contains(directory.file("bad.toml")), "\(result.stderr)")
+        #expect(result.stderr.contains(expected), "\(result.stderr)")
+        #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
+    }
+
+    @Test func aSecondDaemonOnTheSameStateDirectoryRefuses() async throws {
+        let first = try DaemonProcess()
+        try await first.start()
+        // Same state directory, different socket.
+        let config = DaemonProcess.configuration().replacingOccurrences(of: "socket = \"tokend.sock\"", with: "socket = \"second.sock\"")
+        try first.directory.write("second.toml", config)
+        let result = try await runCommand(Repository.binary("tokend"), ["--config", first.directory.file("second.toml")])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("already using"), "\(result.stderr)")
+        #expect(first.process.isRunning)
+        try await first.stop()
+    }
+
+    @Test func aKeyFileReadableByOthersIsRefused() async throws {
+        let daemon = try DaemonProcess()
+        try FileManager.default.createDirectory(atPath: daemon.stateDirectory, withIntermediateDirectories: true)
+        try daemon.directory.write("state/tokend.key", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n", mode: 0o644)
+        await #expect(throws: (any Error).self) { try await daemon.start(timeout: .seconds(10)) }
+        #expect(daemon.log.contains("tokend.key"))
+        #expect(daemon.log.contains("644"), "\(daemon.log)")
+    }
+
+    @Test func theKeyIsGeneratedWithMode0600AndSigtermStopsCleanly() async throws {
+        let daemon = try DaemonProcess()
+        try await daemon.start()
+        let attributes = try FileManager.default.attributesOfItem(atPath: daemon.stateDirectory + "/tokend.key")
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let status = try await daemon.stop()
+        #expect(status == 0)
+        #expect(!FileManager.default.fileExists(atPath: daemon.socketPath), "the socket is removed on stop")
+    }
+}

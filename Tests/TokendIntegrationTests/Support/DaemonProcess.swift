@@ -1,0 +1,161 @@
+import Foundation
+import Testing
+
+/// Paths of this checkout, found from this file's location.
+enum Repository {
+    static let root: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }  // Support → TokendIntegrationTests → Tests → root
+        return url.deletingLastPathComponent().path
+    }()
+
+    /// A built executable: `$TOKEND_BIN_DIR/NAME`, else `.build/debug/NAME`.
+    static func binary(_ name: String) -> String {
+        let directory = ProcessInfo.processInfo.environment["TOKEND_BIN_DIR"] ?? root + "/.build/debug"
+        return directory + "/" + name
+    }
+}
+
+/// A scratch directory for one test, world-traversable so that clients run as other uids can
+/// reach the socket inside it. Short path: Unix socket paths are limited to 107 bytes.
+final class ScratchDirectory: @unchecked Sendable {
+    // @unchecked: immutable after init.
+    let path: String
+
+    init() throws {
+        let template = "/tmp/tokend-test-XXXXXX"
+        var bytes = Array(template.utf8CString)
+        guard let result = mkdtemp(&bytes) else { throw TestFailure("mkdtemp failed") }
+        path = String(cString: result)
+        chmod(path, 0o755)
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    func write(_ name: String, _ text: String, mode: mode_t = 0o644) throws {
+        try text.write(toFile: file(name), atomically: true, encoding: .utf8)
+        chmod(file(name), mode)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The real `tokend` binary, started on a configuration in a scratch directory.
+final class DaemonProcess: @unchecked Sendable {
+    // @unchecked: the Process is only touched from the test that owns this object.
+    let directory: ScratchDirectory
+    let process = Process()
+    let logPath: String
+    var socketPath: String { directory.file("tokend.sock") }
+    var stateDirectory: String { directory.file("state") }
+
+    /// Writes `tokend.toml` (daemon section plus `extra`) and a client secret file.
+    static func configuration(extraDaemon: String = "", providers: String = DaemonProcess.defaultProviders) -> String {
+        """
+        [daemon]
+        socket = "tokend.sock"
+        state_directory = "state"
+        key_file = "state/tokend.key"
+        max_connections = 64
+        max_message_bytes = 4096
+        call_timeout = "5s"
+        log_level = "debug"
+        \(extraDaemon)
+
+        \(providers)
+        """
+    }
+
+    static let defaultProviders = """
+        [providers.example]
+        kind = "oauth2"
+        token_endpoint = "http://127.0.0.1:9/o/token/"
+        client_id = "tokend-test"
+        client_secret_file = "client-secret"
+        client_auth = "client_secret_basic"
+        """
+
+    init(configuration: String = DaemonProcess.configuration(), directory: ScratchDirectory? = nil) throws {
+        self.directory = try directory ?? ScratchDirectory()
+        try self.directory.write("tokend.toml", configuration)
+        try self.directory.write("client-secret", "test-client-secret\n", mode: 0o600)
+        logPath = self.directory.file("tokend.log")
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+    }
+
+    /// Starts the daemon and waits until its socket accepts connections.
+    func start(timeout: Duration = .seconds(20)) async throws {
+        process.executableURL = URL(fileURLWithPath: Repository.binary("tokend"))
+        process.arguments = ["--config", directory.file("tokend.toml")]
+        let log = FileHandle(forWritingAtPath: logPath)!
+        log.seekToEndOfFile()
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if !process.isRunning { throw TestFailure("tokend exited with \(process.terminationStatus): \(self.log)") }
+            if RawClient.canConnect(socketPath) { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestFailure("tokend did not listen within \(timeout): \(self.log)")
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    @discardableResult
+    func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(20)) async throws -> Int32 {
+        guard process.isRunning else { return process.terminationStatus }
+        kill(process.processIdentifier, signal)
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            throw TestFailure("tokend did not stop within \(timeout) of signal \(signal)")
+        }
+        return process.terminationStatus
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// Runs a command to completion with a time limit and returns its exit status and output.
+struct CommandResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+func runCommand(_ executable: String, _ arguments: [String], stdin: String? = nil, timeout: Duration = .seconds(20)) async throws -> CommandResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe(), input = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = input
+    try process.run()
+    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+    try? input.fileHandleForWriting.close()
+    let deadline = ContinuousClock.now + timeout
+    // Read concurrently so a chatty child cannot block on a full pipe.
+    async let stdoutData = Task.detached { out.fileHandleForReading.readDataToEndOfFile() }.value
+    async let stderrData = Task.detached { err.fileHandleForReading.readDataToEndOfFile() }.value
+    while process.isRunning {
+        if ContinuousClock.now > deadline {
+            kill(process.processIdentifier, SIGKILL)
+            throw TestFailure("\(executable) \(arguments) did not finish within \(timeout)")
+        }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    let o = await stdoutData, e = await stderrData
+    return CommandResult(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+}

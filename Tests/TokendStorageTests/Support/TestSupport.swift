@@ -1,0 +1,120 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import TokendCore
+@testable import TokendStorage
+
+/// Runs `body` with a fresh directory under the system's temporary directory, removed afterwards.
+func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+    let url = FileManager.default.temporaryDirectory
+        .appendingPathComponent("tokend-storage-tests-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: url) }
+    return try await body(url.path)
+}
+
+enum Fixture {
+    /// A token no other test uses, long enough that an accidental match is impossible.
+    static func token(_ kind: String) -> String {
+        "\(kind)-\(UUID().uuidString)-\(UUID().uuidString)"
+    }
+
+    static func key(_ byte: UInt8) -> MasterKey {
+        try! MasterKey(bytes: [UInt8](repeating: byte, count: 32))
+    }
+
+    static func credential(
+        _ user: String,
+        provider: String = "example",
+        accessToken: String = Fixture.token("at"),
+        refreshToken: String? = Fixture.token("rt"),
+        scope: String? = "read write"
+    ) -> Credential {
+        Credential(
+            userIdentifier: user,
+            provider: provider,
+            accessToken: SecretString(accessToken),
+            refreshToken: refreshToken.map(SecretString.init),
+            tokenType: "Bearer",
+            scope: scope,
+            expiresAt: Timestamp(millisecondsSince1970: 1_700_000_360_000),
+            issuedAt: Timestamp(millisecondsSince1970: 1_700_000_000_000),
+            sessionStartedAt: Timestamp(millisecondsSince1970: 1_690_000_000_000),
+            readers: [.uid(1000), .user(user), .group("backup"), .gid(34)],
+            enrolment: Enrolment(uid: 1000, pid: 4242, at: Timestamp(millisecondsSince1970: 1_690_000_000_500)),
+            status: RefreshStatus(
+                state: .valid,
+                lastRefreshAt: Timestamp(millisecondsSince1970: 1_700_000_000_100),
+                lastError: nil,
+                refreshCount: 3,
+                grantStartedAt: nil,
+                retryAt: nil
+            )
+        )
+    }
+}
+
+/// Opens a store in `directory` with a fixed clock.
+func openStore(_ directory: String, keyring: Keyring, batchSize: Int = 100) throws -> SQLiteCredentialStore {
+    try SQLiteCredentialStore(
+        stateDirectory: directory,
+        keyring: keyring,
+        configuration: .init(reencryptBatchSize: batchSize, productVersion: "test"),
+        now: { Timestamp(millisecondsSince1970: 1_700_000_000_000) }
+    )
+}
+
+/// `st_mode & 0o7777` of a path (not following a symbolic link).
+func permissions(_ path: String) -> mode_t? {
+    var info = stat()
+    guard lstat(path, &info) == 0 else { return nil }
+    return info.st_mode & 0o7777
+}
+
+func fileExists(_ path: String) -> Bool { permissions(path) != nil }
+
+func writeFile(_ path: String, _ text: String, mode: mode_t = 0o600) throws {
+    try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    #expect(chmod(path, mode) == 0)
+}
+
+func readFile(_ path: String) throws -> String {
+    try String(contentsOfFile: path, encoding: .utf8)
+}
+
+/// The key lines of a key file (no comments), for checking what a rotation left on disk.
+func keyIDsInFile(_ path: String) throws -> [String] {
+    try KeyFile.parse(try readFile(path), path: path).keyIDs
+}
+
+/// Runs a program to completion and returns its exit status.
+@discardableResult
+func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    try process.run()
+    process.waitUntilExit()
+    return process.terminationStatus
+}
+
+/// Expects `body` to throw a ``StorageError`` with `code` and returns it for further checks.
+@discardableResult
+func expectStorageError(
+    _ code: StorageError.Code,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> Void
+) async -> StorageError? {
+    do {
+        try await body()
+        Issue.record("expected a StorageError with code \(code), but nothing was thrown", sourceLocation: sourceLocation)
+    } catch let error as StorageError {
+        #expect(error.code == code, "unexpected error: \(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected a StorageError with code \(code), got \(error)", sourceLocation: sourceLocation)
+    }
+    return nil
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what tokend needs to build and test on a fresh Debian machine. Idempotent and quiet
+# when everything is present. Sourced by scripts/run-dev and scripts/test.
+set -euo pipefail
+
+need=()
+for pkg in libsystemd-dev libsqlite3-dev socat util-linux python3-venv systemd; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if ((${#need[@]})); then
+  echo "setup: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! command -v swift >/dev/null 2>&1; then
+  for dir in /opt/swift/usr/bin /usr/share/swift/usr/bin; do
+    [ -x "$dir/swift" ] && export PATH="$dir:$PATH" && break
+  done
+fi
+command -v swift >/dev/null 2>&1 || { echo "setup: the Swift 6 toolchain is required (swift not found)" >&2; exit 1; }
+swift --version 2>&1 | grep -qE 'Swift version 6\.' || { echo "setup: Swift 6.x is required" >&2; exit 1; }
