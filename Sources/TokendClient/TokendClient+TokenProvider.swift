@@ -56,7 +56,11 @@ extension TokendClient {
             throw Self.invalidReply(call, error)
         }
         guard credentials.userIdentifier == userIdentifier else {
-            throw TokendClientError(code: .protocolError, message: "tokend answered \(method) with another user's credentials", method: method)
+            throw TokendClientError(
+                code: .protocolError,
+                message: "tokend answered \(method) with another user's credentials",
+                method: method
+            )
         }
         return credentials
     }
@@ -91,7 +95,9 @@ extension TokendClient {
                 case nil, .null?: break
                 case .array(let elements)?:
                     for element in elements {
-                        guard let object = element.objectValue else { throw VarlinkError.invalidParameter("credentials") }
+                        guard let object = element.objectValue else {
+                            throw VarlinkError.invalidParameter("credentials")
+                        }
                         credentials.append(try CredentialStatus(json: object))
                     }
                 default: throw VarlinkError.invalidParameter("credentials")
@@ -136,7 +142,9 @@ extension TokendClient {
         do {
             let reader = ParameterReader(reply.parameters)
             let count = try reader.int("reencrypted")
-            guard let reencrypted = Int(exactly: count), reencrypted >= 0 else { throw VarlinkError.invalidParameter("reencrypted") }
+            guard let reencrypted = Int(exactly: count), reencrypted >= 0 else {
+                throw VarlinkError.invalidParameter("reencrypted")
+            }
             return (try reader.string("keyId"), reencrypted)
         } catch {
             throw Self.invalidReply(call, error)
@@ -151,9 +159,12 @@ extension TokendClient {
         do {
             let reader = ParameterReader(reply.parameters)
             return TokendServiceInfo(
-                vendor: try reader.string("vendor"), product: try reader.string("product"),
-                version: try reader.string("version"), url: try reader.string("url"),
-                interfaces: try reader.optionalStringArray("interfaces") ?? [])
+                vendor: try reader.string("vendor"),
+                product: try reader.string("product"),
+                version: try reader.string("version"),
+                url: try reader.string("url"),
+                interfaces: try reader.optionalStringArray("interfaces") ?? []
+            )
         } catch {
             throw Self.invalidReply(call, error)
         }
@@ -164,7 +175,10 @@ extension TokendClient {
     /// - Parameter interface: e.g. `io.tokend.TokenProvider`.
     /// - Throws: ``TokendClientError``: `methodNotFound` for an interface the daemon lacks, …
     public func interfaceDescription(_ interface: String) async throws(TokendClientError) -> String {
-        let call = VarlinkCall(method: "org.varlink.service.GetInterfaceDescription", parameters: ["interface": .string(interface)])
+        let call = VarlinkCall(
+            method: "org.varlink.service.GetInterfaceDescription",
+            parameters: ["interface": .string(interface)]
+        )
         let reply = try await singleReply(call)
         do {
             return try ParameterReader(reply.parameters).string("description")
@@ -182,7 +196,11 @@ extension TokendClient {
             throw TokendClientError(varlinkErrorName: name, parameters: failed.parameters, call: call)
         }
         guard !replies.isEmpty else {
-            throw TokendClientError(code: .protocolError, message: "tokend sent no reply to \(call.method)", method: call.method)
+            throw TokendClientError(
+                code: .protocolError,
+                message: "tokend sent no reply to \(call.method)",
+                method: call.method
+            )
         }
         return replies
     }
@@ -199,20 +217,29 @@ extension TokendClient {
             throw TokendClientError(
                 code: .invalidParameter,
                 message: "the \(name) is not valid (1 to 255 printable ASCII characters, no spaces or '/')",
-                method: method)
+                method: method
+            )
         }
     }
 
     static func invalidReply(_ call: VarlinkCall, _ error: any Error) -> TokendClientError {
-        let detail = (error as? VarlinkError)?.parameters["parameter"]?.stringValue.map { "field '\($0)' is missing or mistyped" }
+        let detail =
+            (error as? VarlinkError)?.parameters["parameter"]?.stringValue.map {
+                "field '\($0)' is missing or mistyped"
+            }
             ?? "it is malformed"
-        return TokendClientError(code: .protocolError, message: "tokend's reply to \(call.method) is not valid: \(detail)",
-                                 method: call.method, cause: error)
+        return TokendClientError(
+            code: .protocolError,
+            message: "tokend's reply to \(call.method) is not valid: \(detail)",
+            method: call.method,
+            cause: error
+        )
     }
 
     static func wholeSecondsRoundingUp(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         guard seconds >= 0 else { return 0 }
-        return attoseconds > 0 ? seconds + 1 : seconds
+        guard attoseconds > 0 else { return seconds }
+        return seconds == Int64.max ? seconds : seconds + 1
     }
 }

@@ -4,11 +4,11 @@ import Synchronization
 import TokendProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A client of tokend: asks the daemon for fresh access tokens over its Unix socket.
@@ -64,7 +64,8 @@ public final class TokendClient: Sendable {
         maximumMessageBytes: Int = 1 << 20,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) {
-        self.socketPath = socketPath ?? Self.socketPath(environment: Self.environmentValue(Self.socketEnvironmentVariable))
+        self.socketPath =
+            socketPath ?? Self.socketPath(environment: Self.environmentValue(Self.socketEnvironmentVariable))
         self.callTimeout = callTimeout
         self.maximumMessageBytes = maximumMessageBytes
         self.eventLoopGroup = eventLoopGroup
@@ -166,8 +167,10 @@ public final class TokendClient: Sendable {
                 self?.connectFinished(generation: generation, result: result)
             }
             TokendConnection.makeConnection(
-                socketPath: socketPath, maximumMessageBytes: maximumMessageBytes,
-                connectTimeout: callTimeout, eventLoopGroup: eventLoopGroup
+                socketPath: socketPath,
+                maximumMessageBytes: maximumMessageBytes,
+                connectTimeout: callTimeout,
+                eventLoopGroup: eventLoopGroup
             ).cascade(to: promise)
         }
         do {

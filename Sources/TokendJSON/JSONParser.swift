@@ -140,7 +140,7 @@ private struct Reader {
     }
 
     mutating func readArray(depth: Int) throws(JSONParseError) -> JSONValue {
-        guard depth <= maximumDepth + 1 else { throw error(.tooDeep) }
+        guard depth <= maximumDepth else { throw error(.tooDeep) }
         index += 1  // [
         var elements: [JSONValue] = []
         skipWhitespace()

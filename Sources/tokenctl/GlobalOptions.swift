@@ -6,7 +6,10 @@ struct GlobalOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "tokend's socket (default: $TOKEND_SOCKET, else \(TokendClient.defaultSocketPath)).", valueName: "path"))
+            "tokend's socket (default: $TOKEND_SOCKET, else \(TokendClient.defaultSocketPath)).",
+            valueName: "path"
+        )
+    )
     var socket: String?
 
     @Option(name: .long, help: ArgumentHelp("How long to wait for tokend's answer.", valueName: "seconds"))

@@ -2,11 +2,11 @@ import ArgumentParser
 import TokendClient
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Output to the terminal and failure exits. stdout carries only results (for `token`, only

@@ -24,15 +24,28 @@ extension Tokenctl {
         @Argument(help: "The user identifier the credential is for.")
         var user: String
 
-        @Option(name: .long, help: ArgumentHelp("The provider in tokend's configuration that issued the tokens.", valueName: "name"))
+        @Option(
+            name: .long,
+            help: ArgumentHelp("The provider in tokend's configuration that issued the tokens.", valueName: "name")
+        )
         var provider: String
 
-        @Option(name: .customLong("reader"), help: ArgumentHelp(
-            "Who may read the token: uid:N, user:NAME or group:NAME (repeatable; default: your uid).", valueName: "reader"))
+        @Option(
+            name: .customLong("reader"),
+            help: ArgumentHelp(
+                "Who may read the token: uid:N, user:NAME or group:NAME (repeatable; default: your uid).",
+                valueName: "reader"
+            )
+        )
         var readers: [String] = []
 
-        @Option(name: .customLong("from-file"), help: ArgumentHelp(
-            "Read the token response from this file instead of stdin.", valueName: "path"))
+        @Option(
+            name: .customLong("from-file"),
+            help: ArgumentHelp(
+                "Read the token response from this file instead of stdin.",
+                valueName: "path"
+            )
+        )
         var fromFile: String?
 
         @Flag(name: .long, help: "Replace the user's existing credential.")
@@ -40,10 +53,14 @@ extension Tokenctl {
 
         func validate() throws {
             guard Identifier.isValid(user) else {
-                throw ValidationError("The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'.")
+                throw ValidationError(
+                    "The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'."
+                )
             }
             guard Identifier.isValid(provider) else {
-                throw ValidationError("The provider name must be 1 to 255 printable ASCII characters without spaces or '/'.")
+                throw ValidationError(
+                    "The provider name must be 1 to 255 printable ASCII characters without spaces or '/'."
+                )
             }
             for reader in readers {
                 do {
@@ -76,12 +93,18 @@ extension Tokenctl {
             }
             let canonicalReaders = readers.compactMap { try? ReaderSpecifier.parse($0) }
             let request = input.request(
-                userIdentifier: user, provider: provider, readers: canonicalReaders.isEmpty ? nil : canonicalReaders, replace: replace)
+                userIdentifier: user,
+                provider: provider,
+                readers: canonicalReaders.isEmpty ? nil : canonicalReaders,
+                replace: replace
+            )
 
             let client = global.makeClient()
             do {
                 try await client.addCredential(request)
             } catch {
+                var error = error
+                if error.code == .credentialExists { error.message += "; use --replace to overwrite it" }
                 throw Terminal.fail(error)
             }
             await client.close()

@@ -15,7 +15,9 @@ extension Tokenctl {
 
         func validate() throws {
             guard Identifier.isValid(user) else {
-                throw ValidationError("The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'.")
+                throw ValidationError(
+                    "The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'."
+                )
             }
         }
 

@@ -21,7 +21,9 @@ extension Tokenctl {
                 throw Terminal.fail(error)
             }
             await client.close()
-            print("Rotated the master key: new key \(result.keyID), \(result.reencrypted) token\(result.reencrypted == 1 ? "" : "s") re-encrypted.")
+            print(
+                "Rotated the master key: new key \(result.keyID), \(result.reencrypted) token\(result.reencrypted == 1 ? "" : "s") re-encrypted."
+            )
         }
     }
 }

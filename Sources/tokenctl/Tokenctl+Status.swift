@@ -34,7 +34,10 @@ extension Tokenctl {
             if json {
                 print(StatusTable.json(daemon: status.daemon, credentials: status.credentials))
             } else {
-                print(StatusTable.render(daemon: status.daemon, credentials: status.credentials, now: Terminal.now()), terminator: "")
+                print(
+                    StatusTable.render(daemon: status.daemon, credentials: status.credentials, now: Terminal.now()),
+                    terminator: ""
+                )
             }
         }
     }

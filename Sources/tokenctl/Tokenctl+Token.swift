@@ -23,17 +23,27 @@ extension Tokenctl {
         @Argument(help: "The user identifier whose token to print.")
         var user: String
 
-        @Option(name: .customLong("min-valid"), help: ArgumentHelp(
-            "The token must stay valid for at least this long; tokend refreshes first if needed.", valueName: "seconds"))
+        @Option(
+            name: .customLong("min-valid"),
+            help: ArgumentHelp(
+                "The token must stay valid for at least this long; tokend refreshes first if needed.",
+                valueName: "seconds"
+            )
+        )
         var minValid: Int = 0
 
-        @Flag(name: .customLong("rejected-token-stdin"), help: "Read a token an API refused from stdin, so tokend replaces it.")
+        @Flag(
+            name: .customLong("rejected-token-stdin"),
+            help: "Read a token an API refused from stdin, so tokend replaces it."
+        )
         var rejectedTokenFromStandardInput = false
 
         func validate() throws {
             guard minValid >= 0 else { throw ValidationError("--min-valid must not be negative.") }
             guard Identifier.isValid(user) else {
-                throw ValidationError("The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'.")
+                throw ValidationError(
+                    "The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'."
+                )
             }
         }
 
@@ -53,7 +63,11 @@ extension Tokenctl {
             let client = global.makeClient()
             let credentials: Credentials
             do {
-                credentials = try await client.credentials(for: user, minValidity: .seconds(minValid), rejectedToken: rejectedToken)
+                credentials = try await client.credentials(
+                    for: user,
+                    minValidity: .seconds(minValid),
+                    rejectedToken: rejectedToken
+                )
             } catch {
                 throw Terminal.fail(error)
             }
@@ -67,7 +81,9 @@ extension String {
     /// Without leading and trailing spaces, tabs and line breaks.
     func trimmingWhitespace() -> String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" || $0 == "\r\n" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
+            return ""
+        }
         return String(self[first...last])
     }
 }

@@ -6,7 +6,8 @@ import TokendProtocol
 struct DurationTextTests {
     @Test(arguments: [
         (Int64(0), "0s"), (1, "1s"), (59, "59s"), (60, "1m"), (61, "1m 1s"), (843, "14m 3s"), (3_600, "1h"),
-        (3_661, "1h 1m"), (86_399, "23h 59m"), (86_400, "1d"), (90_061, "1d 1h"), (-75, "-1m 15s"), (Int64.min, "-106751991167300d 15h"),
+        (3_661, "1h 1m"), (86_399, "23h 59m"), (86_400, "1d"), (90_061, "1d 1h"), (-75, "-1m 15s"),
+        (Int64.min, "-106751991167300d 15h"),
     ])
     func formatsTheTwoLargestUnits(seconds: Int64, expected: String) {
         #expect(DurationText.format(seconds: seconds) == expected)
@@ -30,28 +31,59 @@ struct StatusTableTests {
     static let now: Int64 = 1_700_000_000
 
     @Test func rendersHeaderAndSortedRows() {
-        let daemon = DaemonStatus(version: "0.1.0", startedAt: Self.now - 7_380, credentials: 2, valid: 1, retrying: 1, nextRefreshAt: Self.now + 250)
+        let daemon = DaemonStatus(
+            version: "0.1.0",
+            startedAt: Self.now - 7_380,
+            credentials: 2,
+            valid: 1,
+            retrying: 1,
+            nextRefreshAt: Self.now + 250
+        )
         let rows = [
-            CredentialStatus(userIdentifier: "bob", provider: "example", state: "retrying", expiresAt: Self.now - 5, issuedAt: 0,
-                             sessionStartedAt: 0, nextRefreshAt: Self.now + 30, lastError: "the IdP answered 503"),
-            CredentialStatus(userIdentifier: "alice", provider: "example", state: "valid", expiresAt: Self.now + 843, issuedAt: 0,
-                             sessionStartedAt: 0, nextRefreshAt: Self.now + 543),
+            CredentialStatus(
+                userIdentifier: "bob",
+                provider: "example",
+                state: "retrying",
+                expiresAt: Self.now - 5,
+                issuedAt: 0,
+                sessionStartedAt: 0,
+                nextRefreshAt: Self.now + 30,
+                lastError: "the IdP answered 503"
+            ),
+            CredentialStatus(
+                userIdentifier: "alice",
+                provider: "example",
+                state: "valid",
+                expiresAt: Self.now + 843,
+                issuedAt: 0,
+                sessionStartedAt: 0,
+                nextRefreshAt: Self.now + 543
+            ),
         ]
         let text = StatusTable.render(daemon: daemon, credentials: rows, now: Self.now)
-        #expect(text == """
-            tokend 0.1.0, up 2h 3m; 2 credentials: 1 valid, 1 retrying; next refresh in 4m 10s
+        #expect(
+            text == """
+                tokend 0.1.0, up 2h 3m; 2 credentials: 1 valid, 1 retrying; next refresh in 4m 10s
 
-            USER   PROVIDER  STATE     EXPIRES IN  NEXT REFRESH  LAST ERROR
-            alice  example   valid     14m 3s      9m 3s         -
-            bob    example   retrying  expired     30s           the IdP answered 503
+                USER   PROVIDER  STATE     EXPIRES IN  NEXT REFRESH  LAST ERROR
+                alice  example   valid     14m 3s      9m 3s         -
+                bob    example   retrying  expired     30s           the IdP answered 503
 
-            """)
+                """
+        )
     }
 
     @Test func longAndHostileErrorsAreCleanedAndCut() {
         let error = "\u{1B}[2J" + String(repeating: "x", count: 100)
-        let row = CredentialStatus(userIdentifier: "alice", provider: "p", state: "retrying", expiresAt: Self.now, issuedAt: 0,
-                                   sessionStartedAt: 0, lastError: error)
+        let row = CredentialStatus(
+            userIdentifier: "alice",
+            provider: "p",
+            state: "retrying",
+            expiresAt: Self.now,
+            issuedAt: 0,
+            sessionStartedAt: 0,
+            lastError: error
+        )
         let text = StatusTable.render(daemon: nil, credentials: [row], now: Self.now)
         #expect(!text.contains("\u{1B}"))
         let last = text.split(separator: "\n").last.map(String.init) ?? ""
@@ -64,12 +96,23 @@ struct StatusTableTests {
         let daemon = DaemonStatus(version: "1", startedAt: Self.now, credentials: 0)
         #expect(StatusTable.render(daemon: daemon, credentials: [], now: Self.now).hasSuffix("\nNo credentials.\n"))
         let busy = DaemonStatus(version: "1", startedAt: Self.now, credentials: 4, valid: 4)
-        #expect(StatusTable.render(daemon: busy, credentials: [], now: Self.now).hasSuffix("\nNo credentials visible to this user.\n"))
+        #expect(
+            StatusTable.render(daemon: busy, credentials: [], now: Self.now).hasSuffix(
+                "\nNo credentials visible to this user.\n"
+            )
+        )
     }
 
     @Test func jsonHasTheInterfaceFields() throws {
         let daemon = DaemonStatus(version: "0.1.0", startedAt: 5)
-        let row = CredentialStatus(userIdentifier: "alice", provider: "example", state: "valid", expiresAt: 10, issuedAt: 1, sessionStartedAt: 1)
+        let row = CredentialStatus(
+            userIdentifier: "alice",
+            provider: "example",
+            state: "valid",
+            expiresAt: 10,
+            issuedAt: 1,
+            sessionStartedAt: 1
+        )
         let text = StatusTable.json(daemon: daemon, credentials: [row])
         let value = try JSONParser.parse(text)
         let object = try #require(value.objectValue)
@@ -89,9 +132,22 @@ struct TokenResponseInputTests {
 
             """#
         let input = try TokenResponseInput.parse(Array(json.utf8))
-        #expect(input == TokenResponseInput(accessToken: Self.token, refreshToken: "tGzv3JOkF0XG5Qx2TlKWIA", tokenType: "Bearer",
-                                            expiresIn: 3600, scope: "read write"))
-        let request = input.request(userIdentifier: "alice", provider: "example", readers: ["group:deploy"], replace: true)
+        #expect(
+            input
+                == TokenResponseInput(
+                    accessToken: Self.token,
+                    refreshToken: "tGzv3JOkF0XG5Qx2TlKWIA",
+                    tokenType: "Bearer",
+                    expiresIn: 3600,
+                    scope: "read write"
+                )
+        )
+        let request = input.request(
+            userIdentifier: "alice",
+            provider: "example",
+            readers: ["group:deploy"],
+            replace: true
+        )
         #expect(request.accessToken == Self.token)
         #expect(request.refreshToken == "tGzv3JOkF0XG5Qx2TlKWIA")
         #expect(request.expiresIn == 3600)
@@ -101,8 +157,14 @@ struct TokenResponseInputTests {
     }
 
     @Test func acceptsTheMinimumAndStringExpiresIn() throws {
-        #expect(try TokenResponseInput.parse(Array(#"{"access_token":"abc"}"#.utf8)) == TokenResponseInput(accessToken: "abc"))
-        #expect(try TokenResponseInput.parse(Array(#"{"access_token":"abc","expires_in":"60","refresh_token":null}"#.utf8)).expiresIn == 60)
+        #expect(
+            try TokenResponseInput.parse(Array(#"{"access_token":"abc"}"#.utf8))
+                == TokenResponseInput(accessToken: "abc")
+        )
+        #expect(
+            try TokenResponseInput.parse(Array(#"{"access_token":"abc","expires_in":"60","refresh_token":null}"#.utf8))
+                .expiresIn == 60
+        )
     }
 
     @Test(arguments: [
@@ -132,8 +194,11 @@ struct TokenResponseInputTests {
 
     @Test func errorsNeverQuoteTheInput() {
         let secret = "SECRET-do-not-print"
-        for text in [#"{"access_token":"\#(secret)\u0001"}"#, #"{"access_token":"ok","refresh_token":"\#(secret)\n"}"#, "\(secret) not json",
-                     #"{"access_token":["\#(secret)"]}"#] {
+        for text in [
+            #"{"access_token":"\#(secret)\u0001"}"#, #"{"access_token":"ok","refresh_token":"\#(secret)\n"}"#,
+            "\(secret) not json",
+            #"{"access_token":["\#(secret)"]}"#,
+        ] {
             do {
                 _ = try TokenResponseInput.parse(Array(text.utf8))
                 Issue.record("accepted bad input")
@@ -150,14 +215,19 @@ struct TokenResponseInputTests {
 }
 
 struct ReaderSpecifierTests {
-    @Test(arguments: [("uid:1000", "uid:1000"), ("uid:007", "uid:7"), ("user:alice", "user:alice"), ("group:tokend-readers", "group:tokend-readers"),
-                      ("user:svc_a.b", "user:svc_a.b"), ("user:machine$", "user:machine$")])
+    @Test(arguments: [
+        ("uid:1000", "uid:1000"), ("uid:007", "uid:7"), ("user:alice", "user:alice"),
+        ("group:tokend-readers", "group:tokend-readers"),
+        ("user:svc_a.b", "user:svc_a.b"), ("user:machine$", "user:machine$"),
+    ])
     func acceptsReaders(text: String, canonical: String) throws {
         #expect(try ReaderSpecifier.parse(text) == canonical)
     }
 
-    @Test(arguments: ["1000", "uid:", "uid:-1", "uid:abc", "uid:4294967295", "uid:99999999999", "user:", "user:-rf", "user:a b",
-                      "group:a/b", "role:admin", ":x", "user:a$b"])
+    @Test(arguments: [
+        "1000", "uid:", "uid:-1", "uid:abc", "uid:4294967295", "uid:99999999999", "user:", "user:-rf", "user:a b",
+        "group:a/b", "role:admin", ":x", "user:a$b",
+    ])
     func refusesOthers(text: String) {
         #expect(throws: ReaderSpecifier.ParseError.self) { try ReaderSpecifier.parse(text) }
     }
@@ -165,7 +235,8 @@ struct ReaderSpecifierTests {
 
 struct TokenctlExitStatusTests {
     @Test(arguments: [
-        (TokendClientError.Code.daemonUnavailable, Int32(3)), (.unknownUser, 4), (.permissionDenied, 5), (.reauthenticationRequired, 6),
+        (TokendClientError.Code.daemonUnavailable, Int32(3)), (.unknownUser, 4), (.permissionDenied, 5),
+        (.reauthenticationRequired, 6),
         (.refreshFailed, 7), (.timeout, 8), (.credentialExists, 9), (.unknownProvider, 10), (.invalidCredential, 11),
         (.invalidParameter, 2), (.protocolError, 1), (.storageFailed, 1), (.other, 1), (.cancelled, 1),
     ])

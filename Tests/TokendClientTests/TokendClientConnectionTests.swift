@@ -53,15 +53,28 @@ struct TokendClientConnectionTests {
     @Test func statusCollectsStreamedReplies() async throws {
         let daemon = DaemonStatus(version: "0.1.0", startedAt: 1_000, credentials: 3, valid: 3)
         let rows = ["alice", "bob", "carol"].map {
-            CredentialStatus(userIdentifier: $0, provider: "example", state: "valid", expiresAt: 2_000, issuedAt: 1_000, sessionStartedAt: 1_000)
+            CredentialStatus(
+                userIdentifier: $0,
+                provider: "example",
+                state: "valid",
+                expiresAt: 2_000,
+                issuedAt: 1_000,
+                sessionStartedAt: 1_000
+            )
         }
         let server = try await TestVarlinkServer.start { call, _ in
             switch call.method {
             case TokenProviderMethod.status.rawValue:
                 guard call.more else { return .reply([Canned.error(.expectedMore)]) }
                 return .reply([
-                    VarlinkReply(parameters: ["daemon": .object(daemon.json), "credentials": .array([.object(rows[0].json)])], continues: true),
-                    VarlinkReply(parameters: ["credentials": .array([.object(rows[1].json), .object(rows[2].json)])], continues: true),
+                    VarlinkReply(
+                        parameters: ["daemon": .object(daemon.json), "credentials": .array([.object(rows[0].json)])],
+                        continues: true
+                    ),
+                    VarlinkReply(
+                        parameters: ["credentials": .array([.object(rows[1].json), .object(rows[2].json)])],
+                        continues: true
+                    ),
                     VarlinkReply(parameters: ["credentials": .array([])]),
                 ])
             default:
@@ -81,7 +94,14 @@ struct TokendClientConnectionTests {
     }
 
     @Test func streamedAndSingleRepliesInOneWriteAreMatchedInOrder() async throws {
-        let row = CredentialStatus(userIdentifier: "alice", provider: "example", state: "valid", expiresAt: 2_000, issuedAt: 1_000, sessionStartedAt: 1_000)
+        let row = CredentialStatus(
+            userIdentifier: "alice",
+            provider: "example",
+            state: "valid",
+            expiresAt: 2_000,
+            issuedAt: 1_000,
+            sessionStartedAt: 1_000
+        )
         let server = try await TestVarlinkServer.start(batch: 2) { call, _ in
             if call.method == TokenProviderMethod.status.rawValue {
                 return .reply([
@@ -103,8 +123,15 @@ struct TokendClientConnectionTests {
     }
 
     @Test func statusForOneUserIsASingleCall() async throws {
-        let row = CredentialStatus(userIdentifier: "alice", provider: "example", state: "retrying", expiresAt: 2_000, issuedAt: 1_000,
-                                   sessionStartedAt: 1_000, lastError: "the IdP answered 503")
+        let row = CredentialStatus(
+            userIdentifier: "alice",
+            provider: "example",
+            state: "retrying",
+            expiresAt: 2_000,
+            issuedAt: 1_000,
+            sessionStartedAt: 1_000,
+            lastError: "the IdP answered 503"
+        )
         let server = try await TestVarlinkServer.start { call, _ in
             .reply([VarlinkReply(parameters: ["credentials": .array([.object(row.json)])])])
         }
@@ -247,7 +274,11 @@ struct TokendClientConnectionTests {
         let calls = server.received.map(\.call)
         #expect(calls.count == 3)
         #expect(calls[0].parameters == ["userIdentifier": .string("alice")])
-        #expect(calls[1].parameters == ["userIdentifier": .string("alice"), "minValidSeconds": .int(2), "rejectedToken": .string("old-token")])
+        #expect(
+            calls[1].parameters == [
+                "userIdentifier": .string("alice"), "minValidSeconds": .int(2), "rejectedToken": .string("old-token"),
+            ]
+        )
         #expect(calls[2].parameters == ["userIdentifier": .string("alice")])
         await client.close()
         await server.stop()
@@ -312,8 +343,13 @@ struct TokendClientConnectionTests {
             call.oneway ? .silence : Canned.answer(call)
         }
         let client = TokendClient(socketPath: server.socketPath)
-        let replies = try await client.call(VarlinkCall(method: TokenProviderMethod.provideTokenReplacement.rawValue,
-                                                        parameters: ["userIdentifier": .string("x")], oneway: true))
+        let replies = try await client.call(
+            VarlinkCall(
+                method: TokenProviderMethod.provideTokenReplacement.rawValue,
+                parameters: ["userIdentifier": .string("x")],
+                oneway: true
+            )
+        )
         #expect(replies.isEmpty)
         #expect(try await client.credentials(for: "alice").accessToken == "token-of-alice")
         #expect(server.received.count == 2)
@@ -346,10 +382,13 @@ struct TokendClientConnectionTests {
             case TokenProviderMethod.rotateKey.rawValue:
                 return .reply([VarlinkReply(parameters: ["keyId": .string("k2"), "reencrypted": .int(7)])])
             case "org.varlink.service.GetInfo":
-                return .reply([VarlinkReply(parameters: [
-                    "vendor": .string("tokend"), "product": .string("tokend"), "version": .string("0.1.0"),
-                    "url": .string("https://example.invalid"), "interfaces": .array([.string("org.varlink.service"), .string("io.tokend.TokenProvider")]),
-                ])])
+                return .reply([
+                    VarlinkReply(parameters: [
+                        "vendor": .string("tokend"), "product": .string("tokend"), "version": .string("0.1.0"),
+                        "url": .string("https://example.invalid"),
+                        "interfaces": .array([.string("org.varlink.service"), .string("io.tokend.TokenProvider")]),
+                    ])
+                ])
             case "org.varlink.service.GetInterfaceDescription":
                 return .reply([VarlinkReply(parameters: ["description": .string(TokenProviderInterface.description)])])
             default:
@@ -363,13 +402,18 @@ struct TokendClientConnectionTests {
         let info = try await client.getInfo()
         #expect(info.interfaces.contains("io.tokend.TokenProvider"))
         #expect(try await client.interfaceDescription("io.tokend.TokenProvider") == TokenProviderInterface.description)
-        try await client.addCredential(AddCredentialRequest(userIdentifier: "alice", provider: "example", accessToken: "a", readers: ["uid:1000"]))
+        try await client.addCredential(
+            AddCredentialRequest(userIdentifier: "alice", provider: "example", accessToken: "a", readers: ["uid:1000"])
+        )
         try await client.removeCredential("alice")
         let methods = server.received.map(\.call.method)
-        #expect(methods == [
-            TokenProviderMethod.rotateKey.rawValue, "org.varlink.service.GetInfo", "org.varlink.service.GetInterfaceDescription",
-            TokenProviderMethod.addCredential.rawValue, TokenProviderMethod.removeCredential.rawValue,
-        ])
+        #expect(
+            methods == [
+                TokenProviderMethod.rotateKey.rawValue, "org.varlink.service.GetInfo",
+                "org.varlink.service.GetInterfaceDescription",
+                TokenProviderMethod.addCredential.rawValue, TokenProviderMethod.removeCredential.rawValue,
+            ]
+        )
         #expect(server.received[3].call.parameters["readers"] == .array([.string("uid:1000")]))
         await client.close()
         await server.stop()

@@ -38,28 +38,48 @@ struct TokendClientErrorTests {
 
     @Test(arguments: [
         (VarlinkError.unknownUser("alice"), "tokend has no credential for user 'alice'"),
-        (VarlinkError.permissionDenied("alice"), "permission denied: tokend does not let this caller use the credential of user 'alice'"),
-        (VarlinkError.reauthenticationRequired("alice", reason: "the session reached max_session_age"),
-         "the login of user 'alice' has ended and needs a new login: the session reached max_session_age"),
-        (VarlinkError.refreshFailed("alice", reason: "the IdP answered 503", retryAt: nil),
-         "tokend could not get a fresh enough token for user 'alice': the IdP answered 503"),
+        (
+            VarlinkError.permissionDenied("alice"),
+            "permission denied: tokend does not let this caller use the credential of user 'alice'"
+        ),
+        (
+            VarlinkError.reauthenticationRequired("alice", reason: "the session reached max_session_age"),
+            "the login of user 'alice' has ended and needs a new login: the session reached max_session_age"
+        ),
+        (
+            VarlinkError.refreshFailed("alice", reason: "the IdP answered 503", retryAt: nil),
+            "tokend could not get a fresh enough token for user 'alice': the IdP answered 503"
+        ),
         (VarlinkError.unknownProvider("nope"), "tokend has no provider named 'nope'"),
-        (VarlinkError.invalidParameter("minValidSeconds"),
-         "tokend refused parameter 'minValidSeconds' of io.tokend.TokenProvider.ProvideTokenReplacement"),
-        (VarlinkError.methodNotFound("io.tokend.TokenProvider.ProvideTokenReplacement"),
-         "tokend does not implement io.tokend.TokenProvider.ProvideTokenReplacement"),
+        (
+            VarlinkError.invalidParameter("minValidSeconds"),
+            "tokend refused parameter 'minValidSeconds' of io.tokend.TokenProvider.ProvideTokenReplacement"
+        ),
+        (
+            VarlinkError.methodNotFound("io.tokend.TokenProvider.ProvideTokenReplacement"),
+            "tokend does not implement io.tokend.TokenProvider.ProvideTokenReplacement"
+        ),
     ])
     func messagesAreClear(error: VarlinkError, expected: String) {
-        let call = VarlinkCall(method: TokenProviderMethod.provideTokenReplacement.rawValue, parameters: ["userIdentifier": .string("alice")])
+        let call = VarlinkCall(
+            method: TokenProviderMethod.provideTokenReplacement.rawValue,
+            parameters: ["userIdentifier": .string("alice")]
+        )
         let clientError = TokendClientError(varlinkErrorName: error.name, parameters: error.parameters, call: call)
         #expect(clientError.message == expected)
         #expect(clientError.description == expected)
     }
 
     @Test func messagesDropControlCharactersFromTheDaemon() {
-        let call = VarlinkCall(method: TokenProviderMethod.provideTokenReplacement.rawValue, parameters: ["userIdentifier": .string("alice")])
-        let error = TokendClientError(varlinkErrorName: TokendErrorName.refreshFailed.rawValue,
-                                      parameters: ["userIdentifier": .string("alice"), "reason": .string("bad\u{1B}[31m\nthing")], call: call)
+        let call = VarlinkCall(
+            method: TokenProviderMethod.provideTokenReplacement.rawValue,
+            parameters: ["userIdentifier": .string("alice")]
+        )
+        let error = TokendClientError(
+            varlinkErrorName: TokendErrorName.refreshFailed.rawValue,
+            parameters: ["userIdentifier": .string("alice"), "reason": .string("bad\u{1B}[31m\nthing")],
+            call: call
+        )
         #expect(!error.message.contains("\u{1B}"))
         #expect(!error.message.contains("\n"))
     }
@@ -70,10 +90,15 @@ struct TokendClientErrorTests {
     }
 
     @Test func refreshFailedCarriesRetryAt() {
-        let call = VarlinkCall(method: TokenProviderMethod.provideTokenReplacement.rawValue, parameters: ["userIdentifier": .string("alice")])
-        let error = TokendClientError(varlinkErrorName: TokendErrorName.refreshFailed.rawValue,
-                                      parameters: ["userIdentifier": .string("alice"), "reason": .string("503"), "retryAt": .int(4_000_000_000)],
-                                      call: call)
+        let call = VarlinkCall(
+            method: TokenProviderMethod.provideTokenReplacement.rawValue,
+            parameters: ["userIdentifier": .string("alice")]
+        )
+        let error = TokendClientError(
+            varlinkErrorName: TokendErrorName.refreshFailed.rawValue,
+            parameters: ["userIdentifier": .string("alice"), "reason": .string("503"), "retryAt": .int(4_000_000_000)],
+            call: call
+        )
         #expect(error.retryAt == 4_000_000_000)
         #expect(error.message.contains("next attempt in"))
     }
@@ -98,7 +123,9 @@ struct TokendClientErrorTests {
         let server = try await TestVarlinkServer.start { call, _ in
             // Echo everything, secrets included, in every parameter and inside the reason.
             var parameters = call.parameters
-            let secrets = ["accessToken", "refreshToken", "rejectedToken"].compactMap { call.parameters[$0]?.stringValue }
+            let secrets = ["accessToken", "refreshToken", "rejectedToken"].compactMap {
+                call.parameters[$0]?.stringValue
+            }
             let echo = "echo " + secrets.joined(separator: " ")
             for key in ["reason", "userIdentifier", "parameter", "method", "interface", "provider"] {
                 parameters[key] = .string(echo)
@@ -112,11 +139,20 @@ struct TokendClientErrorTests {
             try await client.credentials(for: "alice", rejectedToken: Self.rejected)
         }
         let second = await #expect(throws: TokendClientError.self) {
-            try await client.addCredential(AddCredentialRequest(
-                userIdentifier: "alice", provider: "example", accessToken: Self.access, refreshToken: Self.refresh))
+            try await client.addCredential(
+                AddCredentialRequest(
+                    userIdentifier: "alice",
+                    provider: "example",
+                    accessToken: Self.access,
+                    refreshToken: Self.refresh
+                )
+            )
         }
         for error in [first, second].compactMap({ $0 }) {
-            let texts = [error.description, error.message, "\(error)", String(reflecting: error.parameters), JSONWriter.string(.object(error.parameters))]
+            let texts = [
+                error.description, error.message, "\(error)", String(reflecting: error.parameters),
+                JSONWriter.string(.object(error.parameters)),
+            ]
             for text in texts {
                 for token in [Self.rejected, Self.access, Self.refresh] {
                     #expect(!text.contains(token), "error \(name) shows a token")
@@ -129,8 +165,18 @@ struct TokendClientErrorTests {
     }
 
     @Test func credentialsAndRequestsNeverShowTokensWhenPrinted() {
-        let credentials = Credentials(userIdentifier: "alice", accessToken: Self.access, tokenType: "Bearer", expiresAt: 1)
-        let request = AddCredentialRequest(userIdentifier: "alice", provider: "p", accessToken: Self.access, refreshToken: Self.refresh)
+        let credentials = Credentials(
+            userIdentifier: "alice",
+            accessToken: Self.access,
+            tokenType: "Bearer",
+            expiresAt: 1
+        )
+        let request = AddCredentialRequest(
+            userIdentifier: "alice",
+            provider: "p",
+            accessToken: Self.access,
+            refreshToken: Self.refresh
+        )
         for text in ["\(credentials)", "\(request)"] {
             #expect(!text.contains(Self.access))
             #expect(!text.contains(Self.refresh))

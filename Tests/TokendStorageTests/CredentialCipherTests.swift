@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokendCore
+
 @testable import TokendStorage
 
 struct CredentialCipherTests {
@@ -23,7 +24,8 @@ struct CredentialCipherTests {
         #expect(blob[0] == 1)
         #expect(Array(blob[1..<9]) == key.idBytes)
         #expect(CredentialCipher.keyID(of: blob) == key.id)
-        #expect(!blob.containsSubsequence(Array(token.utf8)))
+        let plaintextVisible = blob.containsSubsequence(Array(token.utf8))
+        #expect(!plaintextVisible)
     }
 
     @Test func eachSealUsesAFreshNonce() throws {
@@ -78,7 +80,10 @@ struct CredentialCipherTests {
 
     @Test func bindingEncodingIsLengthPrefixed() {
         let encoded = SealBinding(userIdentifier: "ab", provider: "c", column: .accessToken).encoded
-        #expect(encoded == [0, 0, 0, 2] + Array("ab".utf8) + [0, 0, 0, 1] + Array("c".utf8) + [0, 0, 0, 12] + Array("access_token".utf8))
+        #expect(
+            encoded == [0, 0, 0, 2] + Array("ab".utf8) + [0, 0, 0, 1] + Array("c".utf8) + [0, 0, 0, 12]
+                + Array("access_token".utf8)
+        )
     }
 
     @Test func blobUnderAKeyNotInTheKeyringIsAnUnknownKeyError() async throws {
@@ -102,7 +107,9 @@ struct CredentialCipherTests {
         await expectStorageError(.decryption) { _ = try cipher.open([UInt8](), salt: salt, binding: binding) }
         var version2 = blob
         version2[0] = 2
-        let error = await expectStorageError(.decryption) { _ = try cipher.open(version2, salt: salt, binding: binding) }
+        let error = await expectStorageError(.decryption) {
+            _ = try cipher.open(version2, salt: salt, binding: binding)
+        }
         #expect(error?.message.contains("version 2") == true)
         await expectStorageError(.decryption) { _ = try cipher.open(blob, salt: salt.prefix(16), binding: binding) }
     }
@@ -113,8 +120,16 @@ struct CredentialCipherTests {
         tampered[30] ^= 1
         let failures: [() throws -> SecretString] = [
             { try cipher.open(tampered, salt: salt, binding: binding) },
-            { try cipher.open(blob, salt: salt, binding: SealBinding(userIdentifier: "bob", provider: "example", column: .accessToken)) },
-            { try CredentialCipher(keyring: Keyring(current: Fixture.key(9))).open(blob, salt: salt, binding: binding) },
+            {
+                try cipher.open(
+                    blob,
+                    salt: salt,
+                    binding: SealBinding(userIdentifier: "bob", provider: "example", column: .accessToken)
+                )
+            },
+            {
+                try CredentialCipher(keyring: Keyring(current: Fixture.key(9))).open(blob, salt: salt, binding: binding)
+            },
         ]
         for failure in failures {
             do {
@@ -126,12 +141,5 @@ struct CredentialCipherTests {
                 #expect(!text.contains(String(token.prefix(12))))
             }
         }
-    }
-}
-
-extension Array where Element == UInt8 {
-    func containsSubsequence(_ needle: [UInt8]) -> Bool {
-        guard !needle.isEmpty, needle.count <= count else { return needle.isEmpty }
-        return (0...(count - needle.count)).contains { self[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 }

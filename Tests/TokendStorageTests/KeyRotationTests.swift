@@ -1,10 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Testing
 import TokendCore
+
 @testable import TokendStorage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 struct KeyRotationTests {
     struct SimulatedCrash: Error {}
@@ -22,7 +24,9 @@ struct KeyRotationTests {
         var stored: [Credential] = []
         for index in 0..<count {
             let refresh = index == 1 ? nil : Fixture.token("rt")
-            stored.append(try await store.insert(Fixture.credential("user\(index)", refreshToken: refresh), replacing: false))
+            stored.append(
+                try await store.insert(Fixture.credential("user\(index)", refreshToken: refresh), replacing: false)
+            )
         }
         return (loaded, store, stored)
     }
@@ -58,7 +62,11 @@ struct KeyRotationTests {
             _ = try await store.insert(Fixture.credential("late"), replacing: false)
             #expect(try await blobKeyIDs(store) == [outcome.newKeyID])
             try await store.close()
-            let reloaded = try KeyringLoader.load(credentialsDirectory: nil, keyFile: loaded.source.path, expectedOwner: getuid())
+            let reloaded = try KeyringLoader.load(
+                credentialsDirectory: nil,
+                keyFile: loaded.source.path,
+                expectedOwner: getuid()
+            )
             let reopened = try openStore("\(directory)/state", keyring: reloaded.keyring)
             #expect(try await reopened.loadAll().count == stored.count + 1)
             try await reopened.close()
@@ -77,7 +85,11 @@ struct KeyRotationTests {
             try await store.close()
 
             // The file now lists [new, old]; the next start loads it, opens the store, resumes.
-            let restarted = try KeyringLoader.load(credentialsDirectory: nil, keyFile: loaded.source.path, expectedOwner: getuid())
+            let restarted = try KeyringLoader.load(
+                credentialsDirectory: nil,
+                keyFile: loaded.source.path,
+                expectedOwner: getuid()
+            )
             #expect(restarted.keyring.keyIDs.count == 2)
             #expect(restarted.keyring.keyIDs.last == loaded.keyring.current.id)
             let newID = restarted.keyring.current.id
@@ -103,7 +115,11 @@ struct KeyRotationTests {
             // The state a crash leaves in the middle of step 2: the file lists [new, old] and
             // only some rows have been re-sealed under the new key.
             try KeyFile.write(Keyring(current: newKey, older: [oldKey]), to: loaded.source.path)
-            let restarted = try KeyringLoader.load(credentialsDirectory: nil, keyFile: loaded.source.path, expectedOwner: getuid())
+            let restarted = try KeyringLoader.load(
+                credentialsDirectory: nil,
+                keyFile: loaded.source.path,
+                expectedOwner: getuid()
+            )
             let reopened = try openStore("\(directory)/state", keyring: restarted.keyring)
             var current = stored
             for index in 0..<3 {
@@ -134,11 +150,17 @@ struct KeyRotationTests {
             let keyring = Keyring(current: .generate())
             let credential = "\(credentials)/tokend.key"
             try writeFile(credential, KeyFile.render(keyring), mode: 0o400)
-            let loaded = try KeyringLoader.load(credentialsDirectory: credentials, keyFile: "\(directory)/k", expectedOwner: getuid())
+            let loaded = try KeyringLoader.load(
+                credentialsDirectory: credentials,
+                keyFile: "\(directory)/k",
+                expectedOwner: getuid()
+            )
             let store = try openStore("\(directory)/state", keyring: loaded.keyring)
             let stored = try await store.insert(Fixture.credential("alice"), replacing: false)
 
-            let error = await expectStorageError(.rotationRefused) { _ = try await KeyRotation.rotate(store: store, keyring: loaded) }
+            let error = await expectStorageError(.rotationRefused) {
+                _ = try await KeyRotation.rotate(store: store, keyring: loaded)
+            }
             let message = error?.message ?? ""
             #expect(message.contains("$CREDENTIALS_DIRECTORY"))
             #expect(message.contains(credential))
@@ -162,7 +184,11 @@ struct KeyRotationTests {
             #expect(mkdir(credentials, 0o700) == 0)
             let text = KeyFile.render(Keyring(current: .generate(), older: [oldKey]))
             try writeFile("\(credentials)/tokend.key", text, mode: 0o400)
-            let loaded = try KeyringLoader.load(credentialsDirectory: credentials, keyFile: "\(directory)/k", expectedOwner: getuid())
+            let loaded = try KeyringLoader.load(
+                credentialsDirectory: credentials,
+                keyFile: "\(directory)/k",
+                expectedOwner: getuid()
+            )
             let reopened = try openStore("\(directory)/state", keyring: loaded.keyring)
             let resumption = try await KeyRotation.resumeIfNeeded(store: reopened, keyring: loaded)
 
@@ -182,7 +208,11 @@ struct KeyRotationTests {
             // The key file was replaced by one without the key the rows use.
             let replacement = Keyring(current: .generate(), older: [.generate()])
             try KeyFile.write(replacement, to: loaded.source.path)
-            let restarted = try KeyringLoader.load(credentialsDirectory: nil, keyFile: loaded.source.path, expectedOwner: getuid())
+            let restarted = try KeyringLoader.load(
+                credentialsDirectory: nil,
+                keyFile: loaded.source.path,
+                expectedOwner: getuid()
+            )
             let reopened = try openStore("\(directory)/state", keyring: restarted.keyring)
             let error = await expectStorageError(.unknownKey) {
                 _ = try await KeyRotation.resumeIfNeeded(store: reopened, keyring: restarted)
@@ -192,7 +222,9 @@ struct KeyRotationTests {
             // The older key was not dropped, and no row was touched.
             #expect(try keyIDsInFile(loaded.source.path) == replacement.keyIDs)
             #expect(try await reopened.keyIDsInUse() == [loaded.keyring.current.id])
-            await expectStorageError(.unknownKey) { _ = try await KeyRotation.rotate(store: reopened, keyring: restarted) }
+            await expectStorageError(.unknownKey) {
+                _ = try await KeyRotation.rotate(store: reopened, keyring: restarted)
+            }
             try await reopened.close()
         }
     }
@@ -202,7 +234,9 @@ struct KeyRotationTests {
             let (loaded, store, _) = try await setUp(directory)
             let edited = Keyring(current: loaded.keyring.current, older: [.generate()])
             try KeyFile.write(edited, to: loaded.source.path)
-            let error = await expectStorageError(.rotationRefused) { _ = try await KeyRotation.rotate(store: store, keyring: loaded) }
+            let error = await expectStorageError(.rotationRefused) {
+                _ = try await KeyRotation.rotate(store: store, keyring: loaded)
+            }
             #expect(error?.message.contains("restart tokend") == true)
             #expect(try keyIDsInFile(loaded.source.path) == edited.keyIDs)
             #expect(try await store.keyIDsInUse() == [loaded.keyring.current.id])

@@ -1,9 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Testing
+
 @testable import TokendStorage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 struct KeyringLoaderTests {
     let me = getuid()
@@ -24,7 +26,9 @@ struct KeyringLoaderTests {
             let second = try KeyringLoader.load(credentialsDirectory: "", keyFile: path, expectedOwner: me)
             #expect(second.source == KeySource(kind: .keyFile, path: path, wasGenerated: false))
             #expect(second.keyring.keyIDs == first.keyring.keyIDs)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: "\(directory)/var/lib/tokend") == ["tokend.key"])
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: "\(directory)/var/lib/tokend") == ["tokend.key"]
+            )
         }
     }
 

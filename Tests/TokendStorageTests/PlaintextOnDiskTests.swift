@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokendCore
+
 @testable import TokendStorage
 
 /// The tokens written to the store must not appear, in any common encoding, in any file in the
@@ -9,7 +10,11 @@ struct PlaintextOnDiskTests {
     @Test func noTokenBytesAppearInAnyFileOfTheStateDirectory() async throws {
         try await withTemporaryDirectory { directory in
             let state = "\(directory)/state"
-            let loaded = try KeyringLoader.load(credentialsDirectory: nil, keyFile: "\(state)/tokend.key", expectedOwner: getuid())
+            let loaded = try KeyringLoader.load(
+                credentialsDirectory: nil,
+                keyFile: "\(state)/tokend.key",
+                expectedOwner: getuid()
+            )
             let store = try openStore(state, keyring: loaded.keyring)
             var tokens: [String] = []
             // A non-secret value written beside the tokens: the scan must find it, or it is not
@@ -55,8 +60,10 @@ struct PlaintextOnDiskTests {
             markerFound = markerFound || contents.containsSubsequence(Array(marker.utf8))
             for token in tokens {
                 for (encoding, needle) in encodings(of: token) {
-                    // No token text in the failure message: only the file and the encoding.
-                    #expect(!contents.containsSubsequence(needle), "a token appears (\(encoding)) in \(file)")
+                    // Evaluated first so that a failure reports only the file and the encoding:
+                    // `#expect` would otherwise print the token's bytes and the whole file.
+                    let found = contents.containsSubsequence(needle)
+                    #expect(!found, "a token appears (\(encoding)) in \(file)")
                 }
             }
         }

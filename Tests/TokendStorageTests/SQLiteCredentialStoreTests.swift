@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokendCore
+
 @testable import TokendStorage
 
 struct SQLiteCredentialStoreTests {
@@ -38,7 +39,9 @@ struct SQLiteCredentialStoreTests {
             let store = try openStore(directory, keyring: keyring)
             let first = try await store.insert(Fixture.credential("alice"), replacing: false)
             let second = Fixture.credential("alice")
-            let error = await expectStorageError(.alreadyExists) { _ = try await store.insert(second, replacing: false) }
+            let error = await expectStorageError(.alreadyExists) {
+                _ = try await store.insert(second, replacing: false)
+            }
             #expect(error?.message.contains("alice") == true)
             #expect(try await store.load(userIdentifier: "alice") == first)
 
@@ -72,7 +75,9 @@ struct SQLiteCredentialStoreTests {
             #expect(try await store.load(userIdentifier: "alice") == stored)
 
             #expect(try await store.remove(userIdentifier: "alice"))
-            await expectStorageError(.notFound) { _ = try await store.update(stored, expectedGeneration: stored.generation) }
+            await expectStorageError(.notFound) {
+                _ = try await store.update(stored, expectedGeneration: stored.generation)
+            }
             try await store.close()
         }
     }
@@ -81,7 +86,11 @@ struct SQLiteCredentialStoreTests {
         try await withTemporaryDirectory { directory in
             let store = try openStore(directory, keyring: keyring)
             let original = try await store.insert(Fixture.credential("alice"), replacing: false)
-            let inFlight = RefreshStatus(state: .refreshing, refreshCount: 3, grantStartedAt: Timestamp(millisecondsSince1970: 99))
+            let inFlight = RefreshStatus(
+                state: .refreshing,
+                refreshCount: 3,
+                grantStartedAt: Timestamp(millisecondsSince1970: 99)
+            )
             let generation = try await store.updateStatus(
                 userIdentifier: "alice",
                 status: inFlight,
@@ -94,7 +103,11 @@ struct SQLiteCredentialStoreTests {
             #expect(try await store.load(userIdentifier: "alice") == expected)
 
             await expectStorageError(.conflict) {
-                try await store.updateStatus(userIdentifier: "alice", status: RefreshStatus(), expectedGeneration: original.generation)
+                try await store.updateStatus(
+                    userIdentifier: "alice",
+                    status: RefreshStatus(),
+                    expectedGeneration: original.generation
+                )
             }
             await expectStorageError(.notFound) {
                 try await store.updateStatus(userIdentifier: "nobody", status: RefreshStatus(), expectedGeneration: 1)
@@ -123,7 +136,9 @@ struct SQLiteCredentialStoreTests {
             let second = try await store.insert(Fixture.credential("alice"), replacing: false)
             #expect(second.generation > first.generation)
             // The writer that read the first incarnation cannot overwrite the second.
-            await expectStorageError(.conflict) { _ = try await store.update(first, expectedGeneration: first.generation) }
+            await expectStorageError(.conflict) {
+                _ = try await store.update(first, expectedGeneration: first.generation)
+            }
             try await store.close()
 
             // …nor after a restart: the counter is stored, not kept in memory.
@@ -200,7 +215,10 @@ struct SQLiteCredentialStoreTests {
 
             // Swap bob's access and refresh tokens within his own row.
             try await store.executeForTesting(
-                "UPDATE credentials SET access_token = refresh_token, refresh_token = access_token WHERE user_identifier = 'bob'"
+                """
+                UPDATE credentials SET access_token = refresh_token, refresh_token = access_token
+                WHERE user_identifier = 'bob'
+                """
             )
             await expectStorageError(.decryption) { _ = try await store.load(userIdentifier: "bob") }
             try await store.close()
@@ -237,7 +255,9 @@ struct SQLiteCredentialStoreTests {
     @Test func aDatabaseFromANewerTokendIsRefused() async throws {
         try await withTemporaryDirectory { directory in
             let store = try openStore(directory, keyring: keyring)
-            try await store.executeForTesting("INSERT INTO grdb_migrations (identifier) VALUES ('v999-from-the-future')")
+            try await store.executeForTesting(
+                "INSERT INTO grdb_migrations (identifier) VALUES ('v999-from-the-future')"
+            )
             try await store.close()
             let error = await expectStorageError(.database) { _ = try openStore(directory, keyring: keyring) }
             #expect(error?.message.contains("newer tokend") == true)
@@ -285,7 +305,12 @@ struct SQLiteCredentialStoreTests {
             let store = try openStore(directory, keyring: keyring, batchSize: 2)
             var stored: [Credential] = []
             for index in 0..<5 {
-                stored.append(try await store.insert(Fixture.credential("user\(index)", refreshToken: index == 2 ? nil : Fixture.token("rt")), replacing: false))
+                stored.append(
+                    try await store.insert(
+                        Fixture.credential("user\(index)", refreshToken: index == 2 ? nil : Fixture.token("rt")),
+                        replacing: false
+                    )
+                )
             }
             let next = Keyring(current: Fixture.key(2), older: [Fixture.key(1)])
             #expect(try await store.reencrypt(under: next) == 5)

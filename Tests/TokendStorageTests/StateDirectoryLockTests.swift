@@ -1,9 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Testing
+
 @testable import TokendStorage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 struct StateDirectoryLockTests {
     static let flock = "/usr/bin/flock"

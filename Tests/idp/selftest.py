@@ -8,6 +8,7 @@ Prints one line per check and ends with `N passed, N failed`.
 """
 import argparse
 import base64
+import hashlib
 import http.client
 import json
 import os
@@ -117,6 +118,19 @@ def test_plain(tmp, bench, parallel):
     check("wrong client secret -> 401 invalid_client", st == 401 and json.loads(data)["error"] == "invalid_client")
     n = int(idp("count-posts", "--state-dir", state))
     check("count-posts sees every token POST", n == 5, f"{n}")
+
+    # Headless authorization code + PKCE (S256)
+    verifier = "v" * 43
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    redirect = "http://127.0.0.1:4711/callback"
+    st, _, h = request(port, "GET", f"/o/authorize/?response_type=code&client_id=tokend-public&state=s1"
+                       f"&redirect_uri={redirect}&code_challenge={challenge}&code_challenge_method=S256")
+    code = h.get("Location", "").partition("code=")[2].partition("&")[0]
+    st2, data, _ = request(port, "POST", "/o/token/", f"grant_type=authorization_code&client_id=tokend-public"
+                           f"&code={code}&redirect_uri={redirect}&code_verifier={verifier}",
+                           {"Content-Type": "application/x-www-form-urlencoded"})
+    check("authorization code + PKCE, headless (public client)", st == 302 and st2 == 200
+          and "refresh_token" in json.loads(data), f"{st} {h.get('Location')} {st2} {data[:200]}")
 
     # Same refresh token sent 4x in parallel: how many distinct answers?
     rt = mint(state)[0]["refresh_token"]

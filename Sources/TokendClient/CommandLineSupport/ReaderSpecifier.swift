@@ -20,18 +20,23 @@ public enum ReaderSpecifier {
         switch kind {
         case "uid":
             guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-                  let uid = UInt32(value), uid != UInt32.max
+                let uid = UInt32(value), uid != UInt32.max
             else {
                 throw ParseError(description: "reader '\(shown(text))' has no valid numeric uid; \(usage)")
             }
             return "uid:\(uid)"
         case "user", "group":
             guard isValidName(value) else {
-                throw ParseError(description: "reader '\(shown(text))' has no valid \(kind) name (letters, digits, '_', '.', '-'; not starting with '-')")
+                throw ParseError(
+                    description:
+                        "reader '\(shown(text))' has no valid \(kind) name (letters, digits, '_', '.', '-'; not starting with '-')"
+                )
             }
             return "\(kind):\(value)"
         default:
-            throw ParseError(description: "reader '\(shown(text))' has an unknown kind '\(shown(String(kind)))'; \(usage)")
+            throw ParseError(
+                description: "reader '\(shown(text))' has an unknown kind '\(shown(String(kind)))'; \(usage)"
+            )
         }
     }
 
@@ -40,7 +45,9 @@ public enum ReaderSpecifier {
         let bytes = Array(name.utf8)
         guard !bytes.isEmpty, bytes.count <= 64, bytes[0] != UInt8(ascii: "-") else { return false }
         for (index, byte) in bytes.enumerated() {
-            let ok = (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            let ok =
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
                 || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
                 || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
                 || (byte == UInt8(ascii: "$") && index == bytes.count - 1)

@@ -21,7 +21,9 @@ public enum StatusTable {
         var output = ""
         if let daemon { output += header(daemon, now: now) + "\n" }
         guard !credentials.isEmpty else {
-            output += daemon == nil || daemon?.credentials == 0 ? "No credentials.\n" : "No credentials visible to this user.\n"
+            output +=
+                daemon == nil || daemon?.credentials == 0
+                ? "No credentials.\n" : "No credentials visible to this user.\n"
             return output
         }
         if daemon != nil { output += "\n" }
@@ -57,7 +59,8 @@ public enum StatusTable {
         if lastError.count > maximumErrorLength { lastError = String(lastError.prefix(maximumErrorLength - 3)) + "..." }
         return [
             clean(status.userIdentifier), clean(status.provider), clean(status.state),
-            DurationText.expiresIn(status.expiresAt, now: now), DurationText.until(status.nextRefreshAt, now: now), lastError,
+            DurationText.expiresIn(status.expiresAt, now: now), DurationText.until(status.nextRefreshAt, now: now),
+            lastError,
         ]
     }
 

@@ -17,7 +17,13 @@ public struct TokenResponseInput: Sendable, Hashable, CustomStringConvertible {
     /// The largest input accepted.
     public static let maximumBytes = 64 * 1024
 
-    public init(accessToken: String, refreshToken: String? = nil, tokenType: String? = nil, expiresIn: Int64? = nil, scope: String? = nil) {
+    public init(
+        accessToken: String,
+        refreshToken: String? = nil,
+        tokenType: String? = nil,
+        expiresIn: Int64? = nil,
+        scope: String? = nil
+    ) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.tokenType = tokenType
@@ -42,7 +48,9 @@ public struct TokenResponseInput: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: ``ParseError`` when the input is empty, too large, not a JSON object, an OAuth
     ///   error response, or lacks a non-empty `access_token`, or a field has the wrong type.
     public static func parse(_ bytes: some Collection<UInt8>) throws(ParseError) -> TokenResponseInput {
-        guard bytes.count <= maximumBytes else { throw ParseError("the input is larger than \(maximumBytes / 1024) KiB") }
+        guard bytes.count <= maximumBytes else {
+            throw ParseError("the input is larger than \(maximumBytes / 1024) KiB")
+        }
         guard bytes.contains(where: { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }) else {
             throw ParseError("the input is empty; expected a token endpoint's JSON response")
         }
@@ -57,7 +65,9 @@ public struct TokenResponseInput: Sendable, Hashable, CustomStringConvertible {
             throw ParseError("the input is \(value.typeName), not a JSON object")
         }
         if object["access_token"] == nil, let error = object["error"]?.stringValue {
-            throw ParseError("the input is an error response (error \"\(Self.printable(error, limit: 64))\"), not tokens")
+            throw ParseError(
+                "the input is an error response (error \"\(Self.printable(error, limit: 64))\"), not tokens"
+            )
         }
         guard let access = object["access_token"] else { throw ParseError("the input has no access_token") }
         guard let accessToken = access.stringValue else {
@@ -68,8 +78,12 @@ public struct TokenResponseInput: Sendable, Hashable, CustomStringConvertible {
         var input = TokenResponseInput(accessToken: accessToken)
 
         if let refresh = object["refresh_token"], !refresh.isNull {
-            guard let text = refresh.stringValue else { throw ParseError("refresh_token is \(refresh.typeName), expected a string") }
-            guard !text.isEmpty, isTokenText(text) else { throw ParseError("refresh_token is empty or contains characters a token cannot have") }
+            guard let text = refresh.stringValue else {
+                throw ParseError("refresh_token is \(refresh.typeName), expected a string")
+            }
+            guard !text.isEmpty, isTokenText(text) else {
+                throw ParseError("refresh_token is empty or contains characters a token cannot have")
+            }
             input.refreshToken = text
         }
         if let type = object["token_type"], !type.isNull {
@@ -102,10 +116,20 @@ public struct TokenResponseInput: Sendable, Hashable, CustomStringConvertible {
     ///   - readers: who may read it (`uid:N`, `user:NAME`, `group:NAME`); `nil` lets the daemon
     ///     default to the caller's uid.
     ///   - replace: overwrite an existing credential.
-    public func request(userIdentifier: String, provider: String, readers: [String]? = nil, replace: Bool = false) -> AddCredentialRequest {
+    public func request(userIdentifier: String, provider: String, readers: [String]? = nil, replace: Bool = false)
+        -> AddCredentialRequest
+    {
         AddCredentialRequest(
-            userIdentifier: userIdentifier, provider: provider, accessToken: accessToken, refreshToken: refreshToken,
-            tokenType: tokenType, expiresIn: expiresIn, scope: scope, readers: readers, replace: replace)
+            userIdentifier: userIdentifier,
+            provider: provider,
+            accessToken: accessToken,
+            refreshToken: refreshToken,
+            tokenType: tokenType,
+            expiresIn: expiresIn,
+            scope: scope,
+            readers: readers,
+            replace: replace
+        )
     }
 
     /// Tokens and the other fields are printable ASCII (RFC 6749 §A.12 `VSCHAR`).

@@ -4,11 +4,11 @@ import Synchronization
 import TokendProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One connection to tokend's Varlink socket.
@@ -45,8 +45,12 @@ public final class TokendConnection: Sendable {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(TokendClientError) -> TokendConnection {
         do {
-            return try await makeConnection(socketPath: socketPath, maximumMessageBytes: maximumMessageBytes,
-                                            connectTimeout: connectTimeout, eventLoopGroup: eventLoopGroup).get()
+            return try await makeConnection(
+                socketPath: socketPath,
+                maximumMessageBytes: maximumMessageBytes,
+                connectTimeout: connectTimeout,
+                eventLoopGroup: eventLoopGroup
+            ).get()
         } catch let error as TokendClientError {
             throw error
         } catch {
@@ -66,7 +70,8 @@ public final class TokendConnection: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
-                        ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: maximumMessageBytes)))
+                        ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: maximumMessageBytes))
+                    )
                     try channel.pipeline.syncOperations.addHandler(VarlinkClientHandler())
                 }
             }
@@ -93,7 +98,11 @@ public final class TokendConnection: Sendable {
     ///   task was cancelled; the connection stays usable).
     public func call(_ call: VarlinkCall, timeout: Duration?) async throws(TokendClientError) -> [VarlinkReply] {
         if Task.isCancelled {
-            var error = TokendClientError(code: .cancelled, message: "the call to \(call.method) was cancelled", method: call.method)
+            var error = TokendClientError(
+                code: .cancelled,
+                message: "the call to \(call.method) was cancelled",
+                method: call.method
+            )
             error.wasNotSent = true
             throw error
         }
@@ -135,21 +144,41 @@ public final class TokendConnection: Sendable {
         if let ioError = error as? IOError {
             switch ioError.errnoCode {
             case ENOENT:
-                return TokendClientError(code: .daemonUnavailable, message: "tokend is not running: there is no socket at \(path)", cause: error)
+                return TokendClientError(
+                    code: .daemonUnavailable,
+                    message: "tokend is not running: there is no socket at \(path)",
+                    cause: error
+                )
             case ECONNREFUSED:
-                return TokendClientError(code: .daemonUnavailable, message: "tokend is not running: nothing listens on \(path)", cause: error)
+                return TokendClientError(
+                    code: .daemonUnavailable,
+                    message: "tokend is not running: nothing listens on \(path)",
+                    cause: error
+                )
             case EACCES, EPERM:
-                return TokendClientError(code: .permissionDenied, message: "permission denied connecting to tokend's socket at \(path)", cause: error)
+                return TokendClientError(
+                    code: .permissionDenied,
+                    message: "permission denied connecting to tokend's socket at \(path)",
+                    cause: error
+                )
             default:
                 break
             }
         }
         if let addressError = error as? SocketAddressError, case .unixDomainSocketPathTooLong = addressError {
-            return TokendClientError(code: .daemonUnavailable, message: "the socket path \(path) is too long for a Unix socket", cause: error)
+            return TokendClientError(
+                code: .daemonUnavailable,
+                message: "the socket path \(path) is too long for a Unix socket",
+                cause: error
+            )
         }
         if let channelError = error as? ChannelError, case .connectTimeout = channelError {
             return TokendClientError(code: .timeout, message: "connecting to tokend at \(path) timed out", cause: error)
         }
-        return TokendClientError(code: .daemonUnavailable, message: "cannot connect to tokend at \(path): \(error)", cause: error)
+        return TokendClientError(
+            code: .daemonUnavailable,
+            message: "cannot connect to tokend at \(path): \(error)",
+            cause: error
+        )
     }
 }

@@ -70,7 +70,11 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let outbound = unwrapOutboundIn(data)
         if isClosed {
-            var error = TokendClientError(code: .daemonUnavailable, message: "the connection to tokend was closed", method: outbound.call.method)
+            var error = TokendClientError(
+                code: .daemonUnavailable,
+                message: "the connection to tokend was closed",
+                method: outbound.call.method
+            )
             error.wasNotSent = true
             outbound.promise.fail(error)
             promise?.fail(error)
@@ -99,8 +103,13 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
             return
         }
 
-        var entry = Waiting(id: outbound.id, method: outbound.call.method, more: outbound.call.more,
-                            timeout: outbound.timeout, promise: outbound.promise)
+        var entry = Waiting(
+            id: outbound.id,
+            method: outbound.call.method,
+            more: outbound.call.more,
+            timeout: outbound.timeout,
+            promise: outbound.promise
+        )
         let id = outbound.id
         if let timeout = outbound.timeout {
             entry.timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
@@ -130,8 +139,13 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
         if let index = waiting.firstIndex(where: { $0.id == abandon.id }), !waiting[index].abandoned {
             waiting[index].abandoned = true
             waiting[index].replies = []
-            waiting[index].promise.fail(TokendClientError(
-                code: .cancelled, message: "the call to \(waiting[index].method) was cancelled", method: waiting[index].method))
+            waiting[index].promise.fail(
+                TokendClientError(
+                    code: .cancelled,
+                    message: "the call to \(waiting[index].method) was cancelled",
+                    method: waiting[index].method
+                )
+            )
         }
         promise?.succeed()
     }
@@ -145,7 +159,14 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
             reply = try VarlinkReply.decode(frame.readableBytesView)
         } catch {
             // The decoding error names the problem and the offset, never the content.
-            fatal(TokendClientError(code: .protocolError, message: "tokend sent an invalid reply: \(error)", cause: error), context: context)
+            fatal(
+                TokendClientError(
+                    code: .protocolError,
+                    message: "tokend sent an invalid reply: \(error)",
+                    cause: error
+                ),
+                context: context
+            )
             return
         }
         guard var head = waiting.first else {
@@ -154,9 +175,14 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
         }
         let isLast = !reply.continues || reply.error != nil
         if !isLast && !head.more {
-            fatal(TokendClientError(code: .protocolError,
-                                    message: "tokend sent several replies to \(head.method), which was called without 'more'",
-                                    method: head.method), context: context)
+            fatal(
+                TokendClientError(
+                    code: .protocolError,
+                    message: "tokend sent several replies to \(head.method), which was called without 'more'",
+                    method: head.method
+                ),
+                context: context
+            )
             return
         }
         if !head.abandoned { head.replies.append(reply) }
@@ -172,7 +198,11 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         let clientError: TokendClientError
         if let frameError = error as? VarlinkFrameError {
-            clientError = TokendClientError(code: .protocolError, message: "tokend sent a reply over the size limit (\(frameError))", cause: error)
+            clientError = TokendClientError(
+                code: .protocolError,
+                message: "tokend sent a reply over the size limit (\(frameError))",
+                cause: error
+            )
         } else {
             clientError = Self.connectionError(error, method: nil)
         }
@@ -180,7 +210,12 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        fail(with: TokendClientError(code: .daemonUnavailable, message: "the connection to tokend was closed before it answered"))
+        fail(
+            with: TokendClientError(
+                code: .daemonUnavailable,
+                message: "the connection to tokend was closed before it answered"
+            )
+        )
         context.fireChannelInactive()
     }
 
@@ -196,7 +231,8 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
         isClosed = true
         while let entry = waiting.popFirst() {
             entry.timer?.cancel()
-            let message = entry.id == id
+            let message =
+                entry.id == id
                 ? "tokend did not answer \(method) within \(limit)"
                 : "tokend did not answer \(method) within \(limit), so the connection was closed before it answered \(entry.method)"
             entry.promise.fail(TokendClientError(code: .timeout, message: message, method: entry.method))
@@ -223,8 +259,15 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
 
     static func connectionError(_ error: any Error, method: String?) -> TokendClientError {
         if let clientError = error as? TokendClientError { return clientError }
-        var result = TokendClientError(code: .daemonUnavailable, message: "the connection to tokend failed: \(error)", method: method, cause: error)
-        if let channelError = error as? ChannelError, channelError == .ioOnClosedChannel || channelError == .alreadyClosed {
+        var result = TokendClientError(
+            code: .daemonUnavailable,
+            message: "the connection to tokend failed: \(error)",
+            method: method,
+            cause: error
+        )
+        if let channelError = error as? ChannelError,
+            channelError == .ioOnClosedChannel || channelError == .alreadyClosed
+        {
             result.message = "the connection to tokend was closed"
         }
         return result

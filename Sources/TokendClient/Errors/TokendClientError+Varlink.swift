@@ -39,15 +39,22 @@ extension TokendClientError {
     ///   - call: the call it answers; its user identifier fills in a missing one, and every
     ///     secret it carried (`accessToken`, `refreshToken`, `rejectedToken`) is redacted from
     ///     the message and the parameters, whatever the daemon sent back.
-    public init(varlinkErrorName name: String, parameters: JSONObject, call: VarlinkCall,
-                file: String = #fileID, line: Int = #line) {
+    public init(
+        varlinkErrorName name: String,
+        parameters: JSONObject,
+        call: VarlinkCall,
+        file: String = #fileID,
+        line: Int = #line
+    ) {
         let secrets = Redaction.secrets(of: call)
         let parameters = Redaction.redact(parameters, secrets: secrets)
         let code = Code(varlinkErrorName: name)
         let text = { (key: String) -> String? in
             parameters[key]?.stringValue.map { Redaction.display($0, secrets: secrets) }
         }
-        let user = (text("userIdentifier") ?? call.parameters["userIdentifier"]?.stringValue.map { Redaction.display($0, secrets: secrets) })
+        let user =
+            (text("userIdentifier")
+                ?? call.parameters["userIdentifier"]?.stringValue.map { Redaction.display($0, secrets: secrets) })
         let userPhrase = user.map { "user '\($0)'" } ?? "the user"
         let reason = text("reason").map { ": \($0)" } ?? ""
         let method = Redaction.display(call.method, secrets: secrets)
@@ -56,7 +63,8 @@ extension TokendClientError {
         case .unknownUser:
             message = "tokend has no credential for \(userPhrase)"
         case .permissionDenied:
-            message = user.map { "permission denied: tokend does not let this caller use the credential of user '\($0)'" }
+            message =
+                user.map { "permission denied: tokend does not let this caller use the credential of user '\($0)'" }
                 ?? "permission denied: tokend does not let this caller call \(method)"
         case .reauthenticationRequired:
             message = "the login of \(userPhrase) has ended and needs a new login\(reason)"
@@ -68,9 +76,11 @@ extension TokendClientError {
             }
             message = text
         case .credentialExists:
-            message = "tokend already has a credential for \(userPhrase) (replace it explicitly to overwrite it)"
+            message = "tokend already has a credential for \(userPhrase)"
         case .unknownProvider:
-            let provider = text("provider") ?? call.parameters["provider"]?.stringValue.map { Redaction.display($0, secrets: secrets) }
+            let provider =
+                text("provider")
+                ?? call.parameters["provider"]?.stringValue.map { Redaction.display($0, secrets: secrets) }
             message = "tokend has no provider named '\(provider ?? "?")'"
         case .invalidCredential:
             message = "tokend refused the credential\(reason)"
@@ -93,7 +103,15 @@ extension TokendClientError {
         default:
             message = "tokend answered \(method) with error \(Redaction.display(name, secrets: secrets))"
         }
-        self.init(code: code, message: message, errorName: name, parameters: parameters, method: call.method, file: file, line: line)
+        self.init(
+            code: code,
+            message: message,
+            errorName: name,
+            parameters: parameters,
+            method: call.method,
+            file: file,
+            line: line
+        )
     }
 }
 

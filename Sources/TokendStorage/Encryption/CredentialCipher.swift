@@ -122,7 +122,11 @@ public struct CredentialCipher: Sendable {
                 tag: blob[tagStart...]
             )
             plaintext = Array(
-                try AES.GCM.open(box, using: try subkey(key, salt: salt), authenticating: blob[..<Self.headerByteCount] + binding.encoded)
+                try AES.GCM.open(
+                    box,
+                    using: try subkey(key, salt: salt),
+                    authenticating: blob[..<Self.headerByteCount] + binding.encoded
+                )
             )
         } catch let error as StorageError {
             throw error

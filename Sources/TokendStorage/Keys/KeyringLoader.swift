@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Finds, checks and (on first start) creates the master-key file.
@@ -31,11 +31,14 @@ public enum KeyringLoader {
     {
         if let credentialsDirectory, !credentialsDirectory.isEmpty {
             let path = "\(credentialsDirectory)/\(KeyFile.credentialName)"
-            if let text = try readIfPresent(path, check: { info in
-                guard info.st_mode & S_IFMT == S_IFREG else {
-                    throw StorageError(code: .keyFile, message: "systemd credential \(path) is not a regular file")
+            if let text = try readIfPresent(
+                path,
+                check: { info in
+                    guard info.st_mode & S_IFMT == S_IFREG else {
+                        throw StorageError(code: .keyFile, message: "systemd credential \(path) is not a regular file")
+                    }
                 }
-            }) {
+            ) {
                 return LoadedKeyring(
                     keyring: try KeyFile.parse(text, path: path),
                     source: KeySource(kind: .systemdCredential, path: path),
@@ -110,7 +113,8 @@ public enum KeyringLoader {
                 code: .keyFile,
                 message: "key file \(path) has mode \(octal(permissions)) and owner uid \(info.st_uid); "
                     + "expected mode 0600 or stricter (no group or other permissions) and owner uid "
-                    + "\(expectedOwner), the daemon's user. Fix with: chown \(expectedOwner) \(path) && chmod 600 \(path)"
+                    + "\(expectedOwner), the daemon's user. Fix with: "
+                    + "chown \(expectedOwner) \(path) && chmod 600 \(path)"
             )
         }
     }

@@ -89,7 +89,8 @@ public enum KeyRotation {
             throw StorageError(
                 code: .rotationRefused,
                 message: "key file \(path) has changed since tokend loaded it (it now holds keys "
-                    + "\(onDisk.keyIDs.joined(separator: ", ")), tokend uses \(loaded.keyring.keyIDs.joined(separator: ", "))); "
+                    + "\(onDisk.keyIDs.joined(separator: ", ")), tokend uses "
+                    + "\(loaded.keyring.keyIDs.joined(separator: ", "))); "
                     + "restart tokend before rotating"
             )
         }
@@ -108,7 +109,9 @@ public enum KeyRotation {
         let (final, dropped) = try await dropUnusedKeys(store: store, keyring: extended, path: path)
         logger.notice(
             "key rotation finished",
-            metadata: ["newKey": "\(newKey.id)", "reencrypted": "\(count)", "dropped": "\(dropped.joined(separator: ","))"]
+            metadata: [
+                "newKey": "\(newKey.id)", "reencrypted": "\(count)", "dropped": "\(dropped.joined(separator: ","))",
+            ]
         )
         return Outcome(
             newKeyID: newKey.id,
@@ -188,8 +191,10 @@ public enum KeyRotation {
         guard unknown.isEmpty else {
             throw StorageError(
                 code: .unknownKey,
-                message: "stored credentials are sealed with master key(s) \(unknown.sorted().joined(separator: ", ")), "
-                    + "which \(keyring.source) does not contain (it holds \(keyring.keyring.keyIDs.joined(separator: ", "))); "
+                message:
+                    "stored credentials are sealed with master key(s) \(unknown.sorted().joined(separator: ", ")), "
+                    + "which \(keyring.source) does not contain "
+                    + "(it holds \(keyring.keyring.keyIDs.joined(separator: ", "))); "
                     + "was the key file replaced or regenerated? Put the missing key(s) back as later lines, "
                     + "after the current key, and restart tokend"
             )

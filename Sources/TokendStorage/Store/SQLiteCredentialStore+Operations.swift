@@ -25,11 +25,12 @@ extension SQLiteCredentialStore {
     public func insert(_ credential: Credential, replacing: Bool) async throws -> Credential {
         let updatedAt = now()
         return try await write("store credential '\(credential.userIdentifier)'") { db in
-            let exists = try Bool.fetchOne(
-                db,
-                sql: "SELECT EXISTS (SELECT 1 FROM credentials WHERE user_identifier = ?)",
-                arguments: [credential.userIdentifier]
-            ) ?? false
+            let exists =
+                try Bool.fetchOne(
+                    db,
+                    sql: "SELECT EXISTS (SELECT 1 FROM credentials WHERE user_identifier = ?)",
+                    arguments: [credential.userIdentifier]
+                ) ?? false
             if exists && !replacing {
                 throw StorageError(
                     code: .alreadyExists,
@@ -38,7 +39,8 @@ extension SQLiteCredentialStore {
             }
             let generation = try Self.nextGeneration(db)
             let sealed = try Self.seal(credential, cipher: self.cipher)
-            let columns = [("user_identifier", credential.userIdentifier as (any DatabaseValueConvertible)?)]
+            let columns =
+                [("user_identifier", credential.userIdentifier as (any DatabaseValueConvertible)?)]
                 + (try Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt))
             try db.execute(
                 sql: "INSERT OR REPLACE INTO credentials (\(columns.map(\.0).joined(separator: ", "))) "
@@ -56,7 +58,12 @@ extension SQLiteCredentialStore {
         return try await write("update credential '\(credential.userIdentifier)'") { db in
             let generation = try Self.nextGeneration(db)
             let sealed = try Self.seal(credential, cipher: self.cipher)
-            let columns = try Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt)
+            let columns = try Self.columnValues(
+                credential,
+                sealed: sealed,
+                generation: generation,
+                updatedAt: updatedAt
+            )
             try Self.compareAndSwap(db, credential.userIdentifier, expectedGeneration, columns)
             var stored = credential
             stored.generation = generation
@@ -71,10 +78,11 @@ extension SQLiteCredentialStore {
         let updatedAt = now()
         return try await write("update the status of credential '\(userIdentifier)'") { db in
             let generation = try Self.nextGeneration(db)
-            let columns = Self.statusValues(status) + [
-                ("generation", generation),
-                ("updated_at", updatedAt.millisecondsSince1970),
-            ]
+            let columns =
+                Self.statusValues(status) + [
+                    ("generation", generation),
+                    ("updated_at", updatedAt.millisecondsSince1970),
+                ]
             try Self.compareAndSwap(db, userIdentifier, expectedGeneration, columns)
             return generation
         }
@@ -149,7 +157,10 @@ extension SQLiteCredentialStore {
                     // Same content, so the generation stays: a compare-and-swap based on it
                     // must still succeed after a rotation.
                     try db.execute(
-                        sql: "UPDATE credentials SET salt = ?, access_token = ?, refresh_token = ? WHERE user_identifier = ?",
+                        sql: """
+                            UPDATE credentials SET salt = ?, access_token = ?, refresh_token = ?
+                            WHERE user_identifier = ?
+                            """,
                         arguments: [
                             Data(sealed.salt), Data(sealed.accessToken), sealed.refreshToken.map { Data($0) },
                             credential.userIdentifier,
@@ -160,7 +171,10 @@ extension SQLiteCredentialStore {
             }
             total += count
             if count > 0 {
-                logger.info("re-encrypted credentials", metadata: ["count": "\(total)", "key": "\(keyring.current.id)"])
+                logger.info(
+                    "re-encrypted credentials",
+                    metadata: ["count": "\(total)", "key": "\(keyring.current.id)"]
+                )
             }
             if count < batchSize { break }
         }

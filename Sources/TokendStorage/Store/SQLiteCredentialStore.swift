@@ -1,15 +1,16 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
 import GRDB
 import Logging
 import Synchronization
 import TokendCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The embedded credential store: one SQLite database, `<stateDirectory>/tokend.sqlite`, opened
 /// only by the daemon (which holds ``StateDirectoryLock`` on the directory first).
@@ -39,7 +40,11 @@ public final class SQLiteCredentialStore: CredentialStore {
         ///   - busyTimeout: Lock wait before a statement fails; 5 s by default.
         ///   - reencryptBatchSize: Rows per re-encryption transaction; 100 by default.
         ///   - productVersion: The daemon's version string.
-        public init(busyTimeout: Duration = .seconds(5), reencryptBatchSize: Int = 100, productVersion: String = "unknown") {
+        public init(
+            busyTimeout: Duration = .seconds(5),
+            reencryptBatchSize: Int = 100,
+            productVersion: String = "unknown"
+        ) {
             self.busyTimeout = busyTimeout
             self.reencryptBatchSize = max(1, reencryptBatchSize)
             self.productVersion = productVersion
@@ -172,7 +177,11 @@ public final class SQLiteCredentialStore: CredentialStore {
     // MARK: - Access helpers
 
     /// Marks the store closed; returns whether it already was.
-    func markClosed() -> Bool { isClosed.withLock { closed in defer { closed = true }; return closed } }
+    func markClosed() -> Bool {
+        isClosed.withLock { closed in
+            defer { closed = true }; return closed
+        }
+    }
 
     private func checkOpen() throws {
         if isClosed.withLock({ $0 }) {
@@ -220,14 +229,16 @@ public final class SQLiteCredentialStore: CredentialStore {
     /// The next store-wide generation (see ``CredentialStore`` for why it is not per row).
     static func nextGeneration(_ db: Database) throws -> Int64 {
         try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'last_generation'")
-        guard let generation = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'last_generation'") else {
+        guard let generation = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'last_generation'")
+        else {
             throw StorageError(code: .corruptRecord, message: "the meta table has no generation counter")
         }
         return generation
     }
 
     /// Explains why a compare-and-swap `UPDATE` changed nothing.
-    static func compareAndSwapFailure(_ db: Database, _ userIdentifier: String, expected: Int64) throws -> StorageError {
+    static func compareAndSwapFailure(_ db: Database, _ userIdentifier: String, expected: Int64) throws -> StorageError
+    {
         let stored = try Int64.fetchOne(
             db,
             sql: "SELECT generation FROM credentials WHERE user_identifier = ?",

@@ -5,9 +5,9 @@ import TokendJSON
 import TokendProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What the test server does with one call.
@@ -80,7 +80,8 @@ final class TestVarlinkServer: Sendable {
                         return connections.count - 1
                     }
                     try child.pipeline.syncOperations.addHandler(
-                        ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: 1 << 20)))
+                        ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: 1 << 20))
+                    )
                     try child.pipeline.syncOperations.addHandler(ServerHandler(shared: shared, connection: index))
                 }
             }
@@ -159,8 +160,16 @@ final class TestVarlinkServer: Sendable {
 
 /// Canned replies.
 enum Canned {
-    static func credentials(_ user: String, token: String = "access-token-for-tests", expiresAt: Int64 = 2_000_000_000) -> VarlinkReply {
-        let credentials = Credentials(userIdentifier: user, accessToken: token, tokenType: "Bearer", expiresAt: expiresAt, issuedAt: 1_900_000_000)
+    static func credentials(_ user: String, token: String = "access-token-for-tests", expiresAt: Int64 = 2_000_000_000)
+        -> VarlinkReply
+    {
+        let credentials = Credentials(
+            userIdentifier: user,
+            accessToken: token,
+            tokenType: "Bearer",
+            expiresAt: expiresAt,
+            issuedAt: 1_900_000_000
+        )
         return VarlinkReply(parameters: ["credentials": .object(credentials.json)])
     }
 

@@ -55,20 +55,18 @@ final class DaemonProcess: @unchecked Sendable {
     var stateDirectory: String { directory.file("state") }
 
     /// Writes `tokend.toml` (daemon section plus `extra`) and a client secret file.
+    /// `extraDaemon` lines (`key = value`) replace the defaults of the same key.
     static func configuration(extraDaemon: String = "", providers: String = DaemonProcess.defaultProviders) -> String {
-        """
-        [daemon]
-        socket = "tokend.sock"
-        state_directory = "state"
-        key_file = "state/tokend.key"
-        max_connections = 64
-        max_message_bytes = 4096
-        call_timeout = "5s"
-        log_level = "debug"
-        \(extraDaemon)
-
-        \(providers)
-        """
+        var lines = [
+            #"socket = "tokend.sock""#, #"state_directory = "state""#, #"key_file = "state/tokend.key""#,
+            "max_connections = 64", "max_message_bytes = 4096", #"call_timeout = "5s""#, #"log_level = "debug""#,
+        ]
+        func key(_ line: String) -> String { line.split(separator: "=").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" }
+        for extra in extraDaemon.split(separator: "\n").map(String.init) where !key(extra).isEmpty {
+            lines.removeAll { key($0) == key(extra) }
+            lines.append(extra)
+        }
+        return "[daemon]\n" + lines.joined(separator: "\n") + "\n\n" + providers + "\n"
     }
 
     static let defaultProviders = """

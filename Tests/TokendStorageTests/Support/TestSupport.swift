@@ -1,10 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Testing
 import TokendCore
+
 @testable import TokendStorage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Runs `body` with a fresh directory under the system's temporary directory, removed afterwards.
 func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
@@ -109,7 +111,10 @@ func expectStorageError(
 ) async -> StorageError? {
     do {
         try await body()
-        Issue.record("expected a StorageError with code \(code), but nothing was thrown", sourceLocation: sourceLocation)
+        Issue.record(
+            "expected a StorageError with code \(code), but nothing was thrown",
+            sourceLocation: sourceLocation
+        )
     } catch let error as StorageError {
         #expect(error.code == code, "unexpected error: \(error)", sourceLocation: sourceLocation)
         return error
@@ -117,4 +122,26 @@ func expectStorageError(
         Issue.record("expected a StorageError with code \(code), got \(error)", sourceLocation: sourceLocation)
     }
     return nil
+}
+
+extension Array where Element == UInt8 {
+    /// Whether `needle` occurs anywhere in the array. `memchr` finds candidates for the first
+    /// byte and `memcmp` checks them, so scanning a few megabytes of WAL stays fast in debug builds.
+    func containsSubsequence(_ needle: [UInt8]) -> Bool {
+        guard let first = needle.first else { return true }
+        return withUnsafeBytes { haystack in
+            needle.withUnsafeBytes { needle in
+                guard let base = haystack.baseAddress, haystack.count >= needle.count else { return false }
+                var offset = 0
+                let last = haystack.count - needle.count
+                while offset <= last {
+                    guard let hit = memchr(base + offset, Int32(first), last - offset + 1) else { return false }
+                    let position = base.distance(to: UnsafeRawPointer(hit))
+                    if memcmp(hit, needle.baseAddress!, needle.count) == 0 { return true }
+                    offset = position + 1
+                }
+                return false
+            }
+        }
+    }
 }

@@ -1,0 +1,98 @@
+import Foundation
+
+/// `Tests/idp/faultproxy.py` in front of the test IdP, for faults a real server cannot produce.
+final class FaultProxy: @unchecked Sendable {
+    // @unchecked: owned by one test.
+    let port: Int
+    private let process = Process()
+
+    init(upstreamPort: Int, upstreamTLS: Bool = false) throws {
+        port = try FreePort.pick()
+        process.executableURL = URL(fileURLWithPath: IdentityProvider.python)
+        process.arguments = [Repository.root + "/Tests/idp/faultproxy.py", "--listen", "\(port)", "--upstream", "\(upstreamPort)"] + (upstreamTLS ? ["--upstream-tls"] : [])
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+    }
+
+    func start() async throws {
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !FreePort.isListening(port), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        guard FreePort.isListening(port) else { throw TestFailure("fault proxy did not start") }
+    }
+
+    var tokenEndpoint: String { "http://127.0.0.1:\(port)/o/token/" }
+
+    /// Sets the fault: `{"mode": …, "retry_after": …, "times": …}`.
+    func set(_ fault: [String: Any]) async throws {
+        _ = try await request("POST", "/__fault", body: fault)
+    }
+
+    func stats() async throws -> [String: Any] { try await request("GET", "/__stats", body: nil) }
+
+    private func request(_ method: String, _ path: String, body: [String: Any]?) async throws -> [String: Any] {
+        let script = """
+            import json, sys, urllib.request
+            data = sys.stdin.read().encode() or None
+            req = urllib.request.Request(sys.argv[1], data=data, method=sys.argv[2], headers={"Content-Type": "application/json"})
+            print(urllib.request.urlopen(req, timeout=10).read().decode())
+            """
+        let payload = body.map { String(decoding: try! JSONSerialization.data(withJSONObject: $0), as: UTF8.self) } ?? ""
+        let result = try await runCommand(IdentityProvider.python, ["-c", script, "http://127.0.0.1:\(port)\(path)", method], stdin: payload)
+        guard result.status == 0 else { throw TestFailure("proxy control failed: \(result.stderr)") }
+        return (try? RawClient.object(result.stdout)) ?? [:]
+    }
+
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+}
+
+/// A tokend set up against the test IdP: the daemon's directory holds the client secret.
+struct IdPDaemon {
+    let directory: ScratchDirectory
+    let idp: IdentityProvider
+    let daemon: DaemonProcess
+
+    static func start(idpOptions: IdentityProvider.Options = .init(), providerExtra: String = "", daemonExtra: String = "",
+                      endpoint: ((IdentityProvider) -> String)? = nil) async throws -> IdPDaemon {
+        try requireVenv()
+        let directory = try ScratchDirectory()
+        let idp = try IdentityProvider(directory: directory, options: idpOptions)
+        try await idp.start()
+        try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
+        let providers = idp.providerConfiguration(name: "example", extra: providerExtra, endpoint: endpoint?(idp))
+        let config = DaemonProcess.configuration(extraDaemon: "forced_refresh_interval = \"1s\"\nhttp_timeout = \"2s\"\n" + daemonExtra, providers: providers)
+        let daemon = try DaemonProcess(configuration: config, directory: directory)
+        try await daemon.start()
+        return IdPDaemon(directory: directory, idp: idp, daemon: daemon)
+    }
+
+    /// Adds a freshly minted credential for `user` and returns the token response.
+    @discardableResult
+    func addMinted(_ user: String, lifetime: Int = 3600, client: RawClient) async throws -> [String: Any] {
+        let minted = try await idp.mint(count: 1, lifetime: lifetime)[0]
+        let reply = try client.call(Tokens.addCall(
+            user: user, access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String,
+            expiresIn: minted["expires_in"] as? Int ?? lifetime
+        ))
+        guard reply.errorName == nil else { throw TestFailure("AddCredential failed: \(reply)") }
+        return minted
+    }
+
+    func stop() async throws {
+        try await daemon.stop()
+        await idp.stop()
+    }
+}
+
+func requireVenv() throws {
+    guard IdentityProvider.isAvailable else {
+        throw TestFailure("the test IdP's venv is missing at \(IdentityProvider.python): run scripts/test, which creates it")
+    }
+}
+
+/// `try requireVenv()` reads as a precondition at the top of a test.
+func `#requireVenv`() throws { try requireVenv() }

@@ -1,0 +1,160 @@
+import Foundation
+
+/// The real OAuth 2.0 authorization server used by the tests: django-oauth-toolkit, run by
+/// `Tests/idp/idp.py` from the venv that `scripts/test` prepares, on 127.0.0.1.
+final class IdentityProvider: @unchecked Sendable {
+    // @unchecked: owned by one test at a time.
+    struct Options {
+        var accessTokenLifetime = 3600
+        var refreshGrace = 0
+        var reuseProtection = false
+        var rotate = true
+        var tls: (cert: String, key: String)?
+    }
+
+    let stateDirectory: String
+    let port: Int
+    let options: Options
+    private let process = Process()
+    private let logPath: String
+
+    static var python: String {
+        let venv = ProcessInfo.processInfo.environment["TOKEND_VENV"] ?? Repository.root + "/.venv"
+        return venv + "/bin/python"
+    }
+
+    static var script: String { Repository.root + "/Tests/idp/idp.py" }
+
+    /// Whether the venv exists (it is made by `scripts/test`); tests that need the IdP are
+    /// skipped with a clear message when it does not.
+    static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: python) }
+
+    var scheme: String { options.tls == nil ? "http" : "https" }
+    var tokenEndpoint: String { "\(scheme)://127.0.0.1:\(port)/o/token/" }
+    var revocationEndpoint: String { "\(scheme)://127.0.0.1:\(port)/o/revoke_token/" }
+    static let clientID = "tokend-test"
+    static let clientSecret = "tokend-test-secret"
+
+    init(directory: ScratchDirectory, options: Options = Options()) throws {
+        stateDirectory = directory.file("idp")
+        try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+        port = try FreePort.pick()
+        self.options = options
+        logPath = directory.file("idp.log")
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+    }
+
+    func start(timeout: Duration = .seconds(90)) async throws {
+        var arguments = [Self.script, "serve", "--port", "\(port)", "--state-dir", stateDirectory,
+                         "--access-token-lifetime", "\(options.accessTokenLifetime)", "--refresh-grace", "\(options.refreshGrace)"]
+        if options.reuseProtection { arguments.append("--reuse-protection") }
+        arguments.append(options.rotate ? "--rotate" : "--no-rotate")
+        if let tls = options.tls { arguments += ["--tls-cert", tls.cert, "--tls-key", tls.key] }
+        process.executableURL = URL(fileURLWithPath: Self.python)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        let log = FileHandle(forWritingAtPath: logPath)!
+        process.standardError = log
+        try process.run()
+        // Wait for "READY <port>": printed once a worker answers, after migrations. (The port
+        // alone is not enough: gunicorn binds it before the database is ready.)
+        let ready = Task.detached { () -> Bool in
+            var buffer = Data()
+            while true {
+                // `availableData` returns what is there; `read(upToCount:)` would wait for all 256 bytes.
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { return false }
+                buffer.append(chunk)
+                if String(decoding: buffer, as: UTF8.self).contains("READY") { return true }
+            }
+        }
+        let process = self.process
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            // Unblocks the reader: the pipe reaches end of file when the server dies.
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        defer { timer.cancel() }
+        guard await ready.value else { throw TestFailure("the test IdP did not become ready within \(timeout): \(self.log)") }
+    }
+
+    func stop() async {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = ContinuousClock.now + .seconds(15)
+        while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Fresh token pairs for `alice`, as token endpoint responses.
+    func mint(count: Int, lifetime: Int? = nil) async throws -> [[String: Any]] {
+        var arguments = [Self.script, "mint", "--state-dir", stateDirectory, "--count", "\(count)"]
+        if let lifetime { arguments += ["--lifetime", "\(lifetime)"] }
+        let result = try await runCommand(Self.python, arguments, timeout: .seconds(120))
+        guard result.status == 0 else { throw TestFailure("mint failed: \(result.stderr)") }
+        return try result.stdout.split(separator: "\n").map { try RawClient.object(String($0)) }
+    }
+
+    func revoke(refreshToken: String) async throws {
+        let result = try await runCommand(Self.python, [Self.script, "revoke", "--state-dir", stateDirectory, "--refresh-token", refreshToken])
+        guard result.status == 0 else { throw TestFailure("revoke failed: \(result.stderr)") }
+    }
+
+    /// POST requests the server logged for `path`.
+    func postCount(path: String = "/o/token/") async throws -> Int {
+        let result = try await runCommand(Self.python, [Self.script, "count-posts", "--state-dir", stateDirectory, "--path", path])
+        guard result.status == 0, let count = Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw TestFailure("count-posts failed: \(result.stdout) \(result.stderr)")
+        }
+        return count
+    }
+
+    /// The provider section of a tokend configuration pointing at this server.
+    func providerConfiguration(name: String = "idp", extra: String = "", endpoint: String? = nil) -> String {
+        """
+        [providers.\(name)]
+        kind = "oauth2"
+        token_endpoint = "\(endpoint ?? tokenEndpoint)"
+        revocation_endpoint = "\(revocationEndpoint)"
+        client_id = "\(Self.clientID)"
+        client_secret_file = "idp-secret"
+        client_auth = "client_secret_basic"
+        \(extra)
+        """
+    }
+}
+
+/// Loopback ports for test servers.
+enum FreePort {
+    /// A port the kernel considers free now (bound to 127.0.0.1:0 and released).
+    static func pick() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        guard bound == 0 else { throw TestFailure("bind failed") }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    static func isListening(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+}
