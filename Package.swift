@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // Pure logic: credential model, deadlines, access policy, token-response parsing.
@@ -72,11 +74,27 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Linux APIs Swift's Glibc module does not import (timerfd).
+        .target(name: "CTokendShims"),
+        // libsystemd (sd-daemon, sd-journal) for TokendSystemd.
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // systemd integration: sd_notify (readiness, status, reload, stop, watchdog), socket
+        // activation, and a journal log handler.
+        .target(
+            name: "TokendSystemd",
+            dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
         // The daemon: socket server, peer credentials, token view, method dispatch.
         .target(
             name: "TokendServer",
             dependencies: [
-                "TokendCore", "TokendProtocol", "TokendStorage", "TokendConfig", "TokendOAuth",
+                "TokendCore", "TokendProtocol", "TokendStorage", "TokendConfig", "TokendOAuth", "CTokendShims",
+                "TokendSystemd",
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -98,7 +116,9 @@ let package = Package(
         .executableTarget(
             name: "tokend",
             dependencies: [
-                "TokendServer", "TokendConfig",
+                "TokendServer", "TokendConfig", "TokendSystemd",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -122,8 +142,13 @@ let package = Package(
                            .product(name: "NIOTestUtils", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "TokendSystemdTests",
+            dependencies: ["TokendSystemd", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "TokendConfigTests", dependencies: ["TokendConfig"], swiftSettings: swiftSettings),
-        .testTarget(name: "TokendStorageTests", dependencies: ["TokendStorage"], swiftSettings: swiftSettings),
+        .testTarget(name: "TokendStorageTests", dependencies: ["TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TokendClientTests",
             dependencies: [

@@ -45,6 +45,7 @@ public struct ConfigurationParser {
         if let maximum = try daemon.duration("retry_max") { configuration.refreshLimits.retryMaximum = maximum }
         if let timeout = try daemon.duration("http_connect_timeout") { configuration.refreshLimits.httpConnectTimeout = timeout }
         if let timeout = try daemon.duration("http_timeout") { configuration.refreshLimits.httpTimeout = timeout }
+        if let timeout = try daemon.duration("shutdown_timeout") { configuration.shutdownTimeout = timeout }
         if let level = try daemon.string("log_level") {
             let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
             guard levels.contains(level) else { throw daemon.error("log_level", "\"\(level)\" is not one of \(levels.joined(separator: ", "))") }
@@ -59,8 +60,37 @@ public struct ConfigurationParser {
             }
             configuration.providers[name] = try parseProvider(name: name, value: providersReader.members[name])
         }
+        let filesReader = try ConfigTableReader(file: file, path: "token_files", value: root.raw("token_files"))
+        for user in filesReader.tableNames() {
+            var table = try ConfigTableReader(file: file, path: "token_files.\(user)", value: filesReader.members[user])
+            var sink = TokenFileConfiguration(path: resolve(try table.requiredString("path")))
+            if let mode = try table.string("mode") {
+                guard let value = UInt32(mode, radix: 8), value <= 0o777, value & 0o002 == 0 else {
+                    throw table.error("mode", "\"\(mode)\" is not an octal file mode such as \"0640\" (world-writable is refused)")
+                }
+                sink.mode = value
+            }
+            try table.finish()
+            configuration.tokenFiles[user] = sink
+        }
+        configuration.metrics = try parseMetrics(root.raw("metrics"))
         try root.finish()
         return configuration
+    }
+
+    func parseMetrics(_ value: ConfigValue?) throws(ConfigurationError) -> MetricsConfiguration {
+        var table = try ConfigTableReader(file: file, path: "metrics", value: value)
+        var metrics = MetricsConfiguration()
+        if let listen = try table.string("listen") {
+            switch MetricsConfiguration.parseListen(listen, resolve: resolve) {
+            case .success(let address): metrics.listen = address
+            case .failure(let problem): throw table.error("listen", problem.description)
+            }
+        }
+        if let textfile = try table.string("textfile") { metrics.textfile = resolve(textfile) }
+        if let interval = try table.duration("textfile_interval") { metrics.textfileInterval = interval }
+        try table.finish()
+        return metrics
     }
 
     func parseProvider(name: String, value: ConfigValue?) throws(ConfigurationError) -> ProviderConfiguration {
@@ -103,13 +133,17 @@ public struct ConfigurationParser {
         guard tokenEndpoint != nil || issuer != nil else {
             throw table.error("token_endpoint", "is required (or set issuer to discover it)")
         }
-        for (key, url) in [("token_endpoint", tokenEndpoint), ("issuer", issuer)] {
-            if let url, !(url.hasPrefix("https://") || url.hasPrefix("http://")) {
-                throw table.error(key, "\"\(url)\" is not an http:// or https:// URL")
+        let revocationEndpoint = try table.string("revocation_endpoint")
+        for (key, url) in [("token_endpoint", tokenEndpoint), ("issuer", issuer), ("revocation_endpoint", revocationEndpoint)] {
+            guard let url else { continue }
+            do {
+                _ = try EndpointPolicy.check(url)
+            } catch {
+                throw table.error(key, error.description)
             }
         }
         var settings = OAuth2Settings(tokenEndpoint: tokenEndpoint, issuer: issuer, clientID: try table.requiredString("client_id"))
-        settings.revocationEndpoint = try table.string("revocation_endpoint")
+        settings.revocationEndpoint = revocationEndpoint
         settings.scope = try table.string("scope")
         if let caFile = try table.string("ca_file") { settings.caFile = resolve(caFile) }
         if let auth = try table.string("client_auth") {

@@ -32,6 +32,12 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var providers: [String: ProviderConfiguration]
     /// Caps and timeouts of the refresh engine.
     public var refreshLimits: RefreshLimits = RefreshLimits()
+    /// Token files by user identifier.
+    public var tokenFiles: [String: TokenFileConfiguration] = [:]
+    /// How long a graceful stop waits for in-flight replies and grants before closing anyway.
+    public var shutdownTimeout: Duration = .seconds(10)
+    /// The Prometheus endpoint and textfile (off by default).
+    public var metrics: MetricsConfiguration = MetricsConfiguration()
 
     public static let defaultConfigurationFile = "/etc/tokend/tokend.toml"
     public static let defaultSocketPath = "/run/tokend/io.tokend"

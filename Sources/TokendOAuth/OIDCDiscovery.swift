@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import NIOCore
+import TokendCore
 import TokendJSON
 
 /// What `/.well-known/openid-configuration` says about an issuer (the parts tokend uses).

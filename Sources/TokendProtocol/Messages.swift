@@ -7,6 +7,7 @@ public enum TokenProviderMethod: String, Sendable, CaseIterable {
     case addCredential = "io.tokend.TokenProvider.AddCredential"
     case removeCredential = "io.tokend.TokenProvider.RemoveCredential"
     case rotateKey = "io.tokend.TokenProvider.RotateKey"
+    case watch = "io.tokend.TokenProvider.Watch"
 }
 
 /// An access token and what a program needs to use it: the reply of `ProvideTokenReplacement`.

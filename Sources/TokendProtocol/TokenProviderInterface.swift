@@ -65,6 +65,12 @@ method ProvideTokenReplacement(
   rejectedToken: ?string
 ) -> (credentials: Credentials)
 
+# Streams the credentials of userIdentifier: call with more. The first reply carries the
+# current credentials at once, then one reply follows each time the token changes. It ends
+# with an error when the credential is removed (UnknownUser) or needs a new login
+# (ReauthenticationRequired), or when the client disconnects.
+method Watch(userIdentifier: string) -> (credentials: Credentials)
+
 # The daemon's status and the credentials the caller may see. For all credentials, call with
 # more: the first reply carries daemon, the following ones further credentials.
 method Status(userIdentifier: ?string) -> (daemon: ?DaemonStatus, credentials: []CredentialStatus)

@@ -21,9 +21,8 @@ extension Tokenctl {
                 throw Terminal.fail(error)
             }
             await client.close()
-            print(
-                "Rotated the master key: new key \(result.keyID), \(result.reencrypted) token\(result.reencrypted == 1 ? "" : "s") re-encrypted."
-            )
+            let tokens = result.reencrypted == 1 ? "1 token" : "\(result.reencrypted) tokens"
+            print("Rotated the master key: new key \(result.keyID), \(tokens) re-encrypted.")
         }
     }
 }

@@ -3,9 +3,12 @@ import Glibc
 #endif
 import ArgumentParser
 import Logging
+import Metrics
+import Prometheus
 import ServiceLifecycle
 import TokendConfig
 import TokendServer
+import TokendSystemd
 
 /// `tokend`: keeps OAuth/JWT credentials fresh and serves them over a Varlink socket.
 @main
@@ -35,14 +38,17 @@ struct Tokend: AsyncParsableCommand {
             print("configuration OK: \(configuration.sourceFile ?? "built-in defaults")")
             return
         }
-        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let environment = ProcessEnvironment.current
+        // Structured entries in the journal when stderr is the journal; plain lines otherwise.
+        let level = LogLevelControl(Logger.Level(rawValue: configuration.logLevel) ?? .info)
+        let destination = SystemdLogging.destination(environment: environment)
+        LoggingSystem.bootstrap(SystemdLogging.handlerFactory(destination: destination, identifier: "tokend", level: level))
         let logger = Logger(label: "tokend")
-        let daemon = TokendDaemon(configuration: configuration, logger: logger, environment: ProcessEnvironment.current)
+        let metricsRegistry = configuration.metrics.isEnabled ? Self.bootstrapMetrics() : nil
+        let daemon = TokendDaemon(
+            configuration: configuration, logger: logger, environment: environment,
+            options: .init(reloadConfiguration: reloader(), logLevel: level, metricsRegistry: metricsRegistry)
+        )
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: daemon)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         )
@@ -52,6 +58,31 @@ struct Tokend: AsyncParsableCommand {
             logger.critical("tokend failed: \(error)")
             throw ExitCode(1)
         }
+    }
+
+    /// Re-reads the file tokend started with (or the default file, if it has appeared since).
+    private func reloader() -> @Sendable () throws -> DaemonConfiguration {
+        let explicit = config
+        return {
+            if let explicit { return try ConfigurationLoader.load(path: explicit) }
+            if access(DaemonConfiguration.defaultConfigurationFile, F_OK) == 0 {
+                return try ConfigurationLoader.load(path: DaemonConfiguration.defaultConfigurationFile)
+            }
+            return DaemonConfiguration()
+        }
+    }
+
+    /// Sends swift-metrics records to a Prometheus registry, which the daemon exposes.
+    private static func bootstrapMetrics() -> PrometheusCollectorRegistry {
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Grants are HTTP round trips (or a local command): milliseconds to tens of seconds.
+        factory.durationHistogramBuckets["tokend_grant_duration_seconds"] = [
+            .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+            .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30),
+        ]
+        MetricsSystem.bootstrap(factory)
+        return registry
     }
 
     private func loadConfiguration() throws -> DaemonConfiguration {

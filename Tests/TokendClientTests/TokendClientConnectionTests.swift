@@ -149,7 +149,7 @@ struct TokendClientConnectionTests {
         let server = try await TestVarlinkServer.start { call, connection in
             connection == 0 ? .silence : Canned.answer(call)
         }
-        let client = TokendClient(socketPath: server.socketPath, callTimeout: .milliseconds(200))
+        let client = TokendClient(socketPath: server.socketPath, callTimeout: .seconds(1))
         let clock = ContinuousClock()
         let started = clock.now
         let error = await #expect(throws: TokendClientError.self) { try await client.credentials(for: "alice") }
@@ -168,7 +168,7 @@ struct TokendClientConnectionTests {
         let server = try await TestVarlinkServer.start { call, connection in
             connection == 0 ? .silence : Canned.answer(call)
         }
-        let client = TokendClient(socketPath: server.socketPath, callTimeout: .milliseconds(300))
+        let client = TokendClient(socketPath: server.socketPath, callTimeout: .seconds(1))
         async let first: Result<Credentials, TokendClientError> = capture { () async throws(TokendClientError) in
             try await client.credentials(for: "alice")
         }

@@ -165,6 +165,8 @@ struct VarlinkProtocolTests {
     @Test func connectionsBeyondTheLimitAreClosed() async throws {
         let daemon = try DaemonProcess(configuration: DaemonProcess.configuration().replacingOccurrences(of: "max_connections = 64", with: "max_connections = 4"))
         try await daemon.start()
+        // The start-up probe's connection holds a slot until the daemon sees it close.
+        try await Task.sleep(for: .milliseconds(500))
         var open: [RawClient] = []
         for _ in 0..<4 { open.append(try RawClient(path: daemon.socketPath)) }
         for client in open { #expect(try client.call(#"{"method":"org.varlink.service.GetInfo"}"#).errorName == nil) }

@@ -47,7 +47,7 @@ struct RandomJSON {
 
     mutating func double() -> Double {
         switch Int.random(in: 0..<3, using: &generator) {
-        case 0: return [0.0, -0.0, 0.1, 1.0, -1.5, 1e300, 1e-300, 5e-324, .greatestFiniteMagnitude, -.leastNormalMagnitude, 1e16, 123456.789]
+        case 0: return [0.0, -0.0, 0.1, 1.0, -1.5, 1e300, 1e-300, .leastNonzeroMagnitude, .greatestFiniteMagnitude, -.leastNormalMagnitude, 1e16, 123456.789]
             .randomElement(using: &generator)!
         case 1: return Double(Int.random(in: -1_000_000...1_000_000, using: &generator)) / 1000
         default:

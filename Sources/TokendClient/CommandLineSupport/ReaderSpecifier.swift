@@ -29,7 +29,8 @@ public enum ReaderSpecifier {
             guard isValidName(value) else {
                 throw ParseError(
                     description:
-                        "reader '\(shown(text))' has no valid \(kind) name (letters, digits, '_', '.', '-'; not starting with '-')"
+                        "reader '\(shown(text))' has no valid \(kind) name "
+                        + "(letters, digits, '_', '.', '-'; not starting with '-')"
                 )
             }
             return "\(kind):\(value)"

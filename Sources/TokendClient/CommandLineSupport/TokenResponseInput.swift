@@ -33,7 +33,8 @@ public struct TokenResponseInput: Sendable, Hashable, CustomStringConvertible {
 
     /// Never shows the tokens.
     public var description: String {
-        "TokenResponseInput(tokenType: \(tokenType ?? "nil"), expiresIn: \(expiresIn.map(String.init) ?? "nil"), tokens: <redacted>)"
+        let expires = expiresIn.map(String.init) ?? "nil"
+        return "TokenResponseInput(tokenType: \(tokenType ?? "nil"), expiresIn: \(expires), tokens: <redacted>)"
     }
 
     /// Why an input is not a usable token response.

@@ -234,7 +234,8 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
             let message =
                 entry.id == id
                 ? "tokend did not answer \(method) within \(limit)"
-                : "tokend did not answer \(method) within \(limit), so the connection was closed before it answered \(entry.method)"
+                : "tokend did not answer \(method) within \(limit), "
+                    + "so the connection was closed before it answered \(entry.method)"
             entry.promise.fail(TokendClientError(code: .timeout, message: message, method: entry.method))
         }
         context?.close(promise: nil)

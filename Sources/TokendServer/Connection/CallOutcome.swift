@@ -12,4 +12,7 @@ enum CallOutcome {
     /// Replies that need waiting for (a refresh, a store write), completed on some event loop.
     /// The future never fails: errors arrive as error replies, timeouts included.
     case deferred(EventLoopFuture<[[UInt8]]>)
+    /// A `Watch`: the first reply now, then one per change until the credential goes away.
+    /// Holds its connection (later calls wait) until its last reply, as Varlink `more` calls do.
+    case watch(userIdentifier: String, initial: ViewEntry)
 }

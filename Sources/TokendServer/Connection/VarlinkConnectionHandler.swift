@@ -16,12 +16,17 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private struct PendingReply {
+    /// The replies of one call, in call order. A slot at the head of the queue writes its
+    /// messages as they come; the next slot's turn starts when it is complete.
+    private struct Slot {
         let id: UInt64
-        var messages: [[UInt8]]?
-        var closeAfter: Bool
+        var messages: [[UInt8]] = []
+        var isComplete = false
+        var closeAfter = false
         /// A write (add, remove, rotate): calls after it wait until it has committed.
         var isBarrier = false
+        /// A `Watch` stream; holds the latest unwritten update only.
+        var isStream = false
     }
 
     /// A message that arrived while a write was pending, kept to be handled after it.
@@ -37,13 +42,15 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     /// Replies not yet written, oldest first. Empty in the common case, where a reply is
     /// written straight away.
-    private var pending = CircularBuffer<PendingReply>(initialCapacity: 4)
+    private var slots = CircularBuffer<Slot>(initialCapacity: 4)
     /// Calls received behind a pending write. A connection is a sequence: a call made after
     /// `AddCredential` sees the credential, while reads that merely wait for a refresh do not
     /// hold up the calls behind them.
     private var held = CircularBuffer<HeldMessage>()
     private var pendingBarriers = 0
     private var nextID: UInt64 = 0
+    /// `Watch` subscriptions to cancel when the connection goes away.
+    private var subscriptions: [(user: String, id: UInt64)] = []
     /// A `read()` from the pipeline that was held back by back-pressure.
     private var heldRead = false
     private var closing = false
@@ -52,12 +59,18 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     /// asked, then close.
     private var inputClosed = false
 
-    init(router: CallRouter, caller: CallerIdentity, maximumPendingCalls: Int, logger: Logger) {
+    /// Counts calls by method and error (one atomic increment on the hot path).
+    private let requestMetrics: RequestMetrics?
+
+    init(router: CallRouter, caller: CallerIdentity, maximumPendingCalls: Int, logger: Logger, requestMetrics: RequestMetrics? = nil) {
         self.router = router
         self.caller = caller
         self.maximumPendingCalls = maximumPendingCalls
         self.logger = logger
+        self.requestMetrics = requestMetrics
     }
+
+    // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
@@ -78,34 +91,37 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func handle(_ message: HeldMessage, context: ChannelHandlerContext) {
-        switch message {
-        case .invalid(let reason):
-            enqueue(.reply(ErrorReplies.invalidMessage(reason)), closeAfter: false, context: context)
-        case .call(let call):
-            let outcome = router.route(call, caller: caller, eventLoop: context.eventLoop)
-            enqueue(outcome, closeAfter: false, isBarrier: router.isWrite(call), context: context)
-        }
-    }
-
-    /// Handles held messages once no write is pending any more.
-    private func releaseHeld(context: ChannelHandlerContext) {
-        while pendingBarriers == 0, let next = held.popFirst() {
-            handle(next, context: context)
-        }
-    }
-
     func channelReadComplete(context: ChannelHandlerContext) {
         flushIfNeeded(context: context)
+        // Calls read after a graceful stop began were answered at once: close now.
+        if inputClosed { closeIfFinished(context: context) }
         context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            inputClosed = true
+            closeIfFinished(context: context)
+        } else if event is ChannelShouldQuiesceEvent {
+            // Graceful stop (the listener has stopped reading from this connection): answer the
+            // calls already received, then close, as when the client shuts down its side.
+            inputClosed = true
+            closeIfFinished(context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        for subscription in subscriptions { router.hub.unsubscribe(subscription.user, id: subscription.id) }
+        subscriptions.removeAll()
+        context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let frameError = error as? VarlinkFrameError {
             // Past an oversized message the stream cannot be trusted: say why, then close.
             logger.notice("closing connection: \(frameError)", metadata: ["uid": "\(caller.uid)", "pid": "\(caller.pid)"])
-            enqueue(.reply(ErrorReplies.invalidMessage(frameError.description)), closeAfter: true, context: context)
-            flushIfNeeded(context: context)
+            append(Slot(id: takeID(), messages: [ErrorReplies.invalidMessage(frameError.description)], isComplete: true, closeAfter: true), context: context)
             closing = true
             return
         }
@@ -114,55 +130,57 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed {
-            inputClosed = true
-            closeIfFinished(context: context)
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    private func closeIfFinished(context: ChannelHandlerContext) {
-        if inputClosed, pending.isEmpty, held.isEmpty, !closing { close(context: context) }
-    }
-
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            drain(context: context)
+            flushIfNeeded(context: context)
+        }
         resumeReadingIfPossible(context: context)
         context.fireChannelWritabilityChanged()
     }
 
     func read(context: ChannelHandlerContext) {
-        if pending.count + held.count >= maximumPendingCalls || !context.channel.isWritable {
+        if slots.count + held.count >= maximumPendingCalls || !context.channel.isWritable {
             heldRead = true
             return
         }
         context.read()
     }
 
-    // MARK: Replies
+    // MARK: Calls
 
-    private func enqueue(_ outcome: CallOutcome, closeAfter: Bool, isBarrier: Bool = false, context: ChannelHandlerContext) {
+    private func handle(_ message: HeldMessage, context: ChannelHandlerContext) {
+        switch message {
+        case .invalid(let reason):
+            append(Slot(id: takeID(), messages: [ErrorReplies.invalidMessage(reason)], isComplete: true), context: context)
+        case .call(let call):
+            let outcome = router.route(call, caller: caller, eventLoop: context.eventLoop)
+            requestMetrics?.record(method: call.method, outcome: outcome)
+            enqueue(outcome, isBarrier: router.isWrite(call), context: context)
+        }
+    }
+
+    private func takeID() -> UInt64 {
+        defer { nextID &+= 1 }
+        return nextID
+    }
+
+    private func enqueue(_ outcome: CallOutcome, isBarrier: Bool, context: ChannelHandlerContext) {
         switch outcome {
         case .none:
-            if closeAfter { close(context: context) }
+            return
         case .reply(let message):
-            if pending.isEmpty {
+            if slots.isEmpty {
+                // The hot path: nothing ahead of this reply, so no slot at all.
                 write(message, context: context)
-                if closeAfter { close(context: context) }
             } else {
-                appendReady([message], closeAfter: closeAfter)
+                append(Slot(id: takeID(), messages: [message], isComplete: true), context: context)
             }
         case .replies(let messages):
-            if pending.isEmpty {
-                for message in messages { write(message, context: context) }
-                if closeAfter { close(context: context) }
-            } else {
-                appendReady(messages, closeAfter: closeAfter)
-            }
+            append(Slot(id: takeID(), messages: messages, isComplete: true), context: context)
         case .deferred(let future):
-            let id = nextID
-            nextID &+= 1
-            pending.append(PendingReply(id: id, messages: nil, closeAfter: closeAfter, isBarrier: isBarrier))
+            let id = takeID()
+            append(Slot(id: id, isBarrier: isBarrier), context: context)
             if isBarrier { pendingBarriers += 1 }
             let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
             let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
@@ -176,18 +194,22 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
                 }
                 handler.value.complete(id: id, messages: messages, context: boundContext.value)
             }
+        case .watch(let user, let initial):
+            startWatch(user: user, initial: initial, context: context)
         }
     }
 
-    private func appendReady(_ messages: [[UInt8]], closeAfter: Bool) {
-        pending.append(PendingReply(id: nextID, messages: messages, closeAfter: closeAfter))
-        nextID &+= 1
+    private func append(_ slot: Slot, context: ChannelHandlerContext) {
+        slots.append(slot)
+        drain(context: context)
     }
 
     private func complete(id: UInt64, messages: [[UInt8]], context: ChannelHandlerContext) {
-        guard let index = pending.firstIndex(where: { $0.id == id }) else { return }
-        pending[index].messages = messages
-        if pending[index].isBarrier {
+        guard let index = slots.firstIndex(where: { $0.id == id }) else { return }
+        slots[index].messages += messages
+        slots[index].isComplete = true
+        if slots[index].isBarrier {
+            slots[index].isBarrier = false
             pendingBarriers -= 1
             releaseHeld(context: context)
         }
@@ -197,11 +219,80 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         closeIfFinished(context: context)
     }
 
-    /// Writes every reply at the head of the queue that is ready, stopping at the first that is not.
+    /// Handles held messages once no write is pending any more.
+    private func releaseHeld(context: ChannelHandlerContext) {
+        while pendingBarriers == 0, let next = held.popFirst() {
+            handle(next, context: context)
+        }
+    }
+
+    // MARK: Watch
+
+    private func startWatch(user: String, initial: ViewEntry, context: ChannelHandlerContext) {
+        let id = takeID()
+        append(Slot(id: id, messages: [Self.streamed(initial.replyBytes)], isStream: true), context: context)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        let subscription = router.hub.subscribe(user) { event in
+            eventLoop.execute { handler.value.watchEvent(event, slot: id, user: user, context: boundContext.value) }
+        }
+        subscriptions.append((user, subscription))
+    }
+
+    private func watchEvent(_ event: WatchEvent, slot id: UInt64, user: String, context: ChannelHandlerContext) {
+        guard let index = slots.firstIndex(where: { $0.id == id }), !slots[index].isComplete else { return }
+        let final: VarlinkError?
+        switch event {
+        case .updated(let entry):
+            if router.mayRead(caller, entry) {
+                // Only the newest token matters: updates not yet written (the client is not
+                // reading, or calls before this one are still pending) are replaced, so a slow
+                // watcher costs one message of memory, never a backlog.
+                slots[index].messages = [Self.streamed(entry.replyBytes)]
+                final = nil
+            } else {
+                final = .permissionDenied(user)
+            }
+        case .removed:
+            final = .unknownUser(user)
+        case .reauthenticationRequired(let reason):
+            final = .reauthenticationRequired(user, reason: reason)
+        }
+        if let final {
+            slots[index].messages.append(ErrorReplies.encode(final))
+            slots[index].isComplete = true
+            if let position = subscriptions.firstIndex(where: { $0.user == user }) {
+                router.hub.unsubscribe(user, id: subscriptions[position].id)
+                subscriptions.remove(at: position)
+            }
+        }
+        drain(context: context)
+        flushIfNeeded(context: context)
+        closeIfFinished(context: context)
+    }
+
+    /// `{"parameters":…}` → `{"parameters":…,"continues":true}`.
+    static func streamed(_ reply: [UInt8]) -> [UInt8] {
+        var bytes = reply
+        bytes.removeLast()
+        bytes.append(contentsOf: #","continues":true}"#.utf8)
+        return bytes
+    }
+
+    // MARK: Writing
+
+    /// Writes what the head slots have, in order, stopping at the first slot not yet complete.
+    /// Stream updates wait while the client is not reading (the socket is not writable).
     private func drain(context: ChannelHandlerContext) {
-        while let head = pending.first, let messages = head.messages {
-            pending.removeFirst()
-            for message in messages { write(message, context: context) }
+        while let head = slots.first {
+            if head.isStream, !head.isComplete, !context.channel.isWritable { return }
+            if !head.messages.isEmpty {
+                for message in head.messages { write(message, context: context) }
+                slots[slots.startIndex].messages.removeAll()
+            }
+            guard head.isComplete else { return }
+            slots.removeFirst()
             if head.closeAfter {
                 close(context: context)
                 return
@@ -230,8 +321,12 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
+    private func closeIfFinished(context: ChannelHandlerContext) {
+        if inputClosed, slots.isEmpty, held.isEmpty, !closing { close(context: context) }
+    }
+
     private func resumeReadingIfPossible(context: ChannelHandlerContext) {
-        if heldRead, pending.count + held.count < maximumPendingCalls, context.channel.isWritable {
+        if heldRead, slots.count + held.count < maximumPendingCalls, context.channel.isWritable {
             heldRead = false
             context.read()
         }

@@ -19,6 +19,10 @@ struct SocketListener {
     let limiter: ConnectionLimiter
     let limits: Limits
     let logger: Logger
+    /// Every open client connection, for a graceful stop.
+    let connections = OpenConnections()
+    /// Calls by method and error.
+    var requestMetrics = RequestMetrics()
 
     /// Binds `path` (replacing a stale socket file, refusing one a live process listens on) and
     /// sets its mode.
@@ -40,6 +44,7 @@ struct SocketListener {
 
     private func bootstrap(group: any EventLoopGroup) -> ServerBootstrap {
         let router = self.router, limiter = self.limiter, limits = self.limits, logger = self.logger
+        let connections = self.connections, requestMetrics = self.requestMetrics
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 256 * 1024))
@@ -54,10 +59,14 @@ struct SocketListener {
                     return channel.eventLoop.makeFailedFuture(ListenerError("connection limit reached"))
                 }
                 channel.closeFuture.whenComplete { _ in limiter.release() }
+                connections.add(channel)
                 return PeerCredentials.read(from: channel).flatMapThrowing { caller in
                     try channel.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: limits.maximumMessageBytes)),
-                        VarlinkConnectionHandler(router: router, caller: caller, maximumPendingCalls: limits.maximumPendingCalls, logger: logger),
+                        VarlinkConnectionHandler(
+                            router: router, caller: caller, maximumPendingCalls: limits.maximumPendingCalls, logger: logger,
+                            requestMetrics: requestMetrics
+                        ),
                     ])
                 }
             }

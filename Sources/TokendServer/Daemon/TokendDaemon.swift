@@ -4,31 +4,66 @@ import Glibc
 import Logging
 import NIOCore
 import NIOPosix
+import Prometheus
 import ServiceLifecycle
+import UnixSignals
 import TokendConfig
 import TokendCore
 import TokendOAuth
 import TokendStorage
+import TokendSystemd
 
-/// The daemon as a service: opens the store, loads credentials into memory, listens, and on
-/// graceful shutdown stops accepting, lets in-flight replies finish and closes the store.
+/// The daemon as a service: opens the store, loads credentials into memory, listens (or adopts
+/// the socket systemd passed), tells systemd it is ready, reloads on SIGHUP, and on graceful
+/// shutdown stops accepting, lets in-flight replies and grants finish and closes the store.
 public final class TokendDaemon: Service {
-    private let configuration: DaemonConfiguration
-    private let logger: Logger
-    private let group: any EventLoopGroup
-    private let environment: [String: String]
+    /// What the executable supplies beyond the configuration.
+    public struct Options: Sendable {
+        /// Reads the configuration again, for SIGHUP; `nil` when there is nothing to re-read.
+        public var reloadConfiguration: (@Sendable () throws -> DaemonConfiguration)?
+        /// The log level shared by every logger, changed by a reload.
+        public var logLevel: LogLevelControl?
+        /// Where swift-metrics records go when metrics are enabled (see `MetricsConfiguration`).
+        public var metricsRegistry: PrometheusCollectorRegistry?
+
+        /// Creates options; by default nothing is reloadable and there are no metrics.
+        public init(
+            reloadConfiguration: (@Sendable () throws -> DaemonConfiguration)? = nil, logLevel: LogLevelControl? = nil,
+            metricsRegistry: PrometheusCollectorRegistry? = nil
+        ) {
+            self.reloadConfiguration = reloadConfiguration
+            self.logLevel = logLevel
+            self.metricsRegistry = metricsRegistry
+        }
+    }
+
+    let configuration: DaemonConfiguration
+    let logger: Logger
+    let group: any EventLoopGroup
+    let environment: [String: String]
+    let options: Options
+    let notifier: SystemdNotifier
 
     /// - Parameters:
     ///   - configuration: the validated configuration.
-    ///   - environment: the process environment (`CREDENTIALS_DIRECTORY`, later `LISTEN_FDS`).
-    public init(configuration: DaemonConfiguration, logger: Logger, environment: [String: String], group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+    ///   - environment: the process environment (`CREDENTIALS_DIRECTORY`, `LISTEN_FDS`,
+    ///     `NOTIFY_SOCKET`, `WATCHDOG_USEC`).
+    ///   - options: reload, log level and metrics hooks.
+    public init(
+        configuration: DaemonConfiguration, logger: Logger, environment: [String: String],
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, options: Options = Options()
+    ) {
         self.configuration = configuration
         self.logger = logger
         self.environment = environment
         self.group = group
+        self.options = options
+        self.notifier = SystemdNotifier(environment: environment)
     }
 
     public func run() async throws {
+        // Trap SIGHUP first: its default action would end the daemon.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
         let startedAt = WallClock.now()
         try makeDirectory(configuration.stateDirectory)
         let lock = try StateDirectoryLock.acquire(directory: configuration.stateDirectory)
@@ -57,34 +92,182 @@ public final class TokendDaemon: Service {
         )
         let count = try await registry.loadAll()
         let scheduler = Task { await registry.runScheduler() }
+        let clockMonitor = ClockStepMonitor { [logger] in
+            logger.notice("the wall clock was set; re-checking refresh times")
+            Task { await registry.wake() }
+        }
+        clockMonitor.start()
 
         let router = CallRouter(
             view: view, registry: registry, settings: settings,
             daemonInfo: DaemonInfo(version: DaemonInfo.version, startedAt: startedAt), logger: logger, now: WallClock.now
         )
+        let limiter = ConnectionLimiter(maximum: configuration.maxConnections)
         let listener = SocketListener(
             router: router,
-            limiter: ConnectionLimiter(maximum: configuration.maxConnections),
+            limiter: limiter,
             limits: .init(maximumMessageBytes: configuration.maxMessageBytes, maximumPendingCalls: configuration.maxPipelinedCalls),
             logger: logger
         )
-        try makeDirectory(parentOf: configuration.socketPath, mode: 0o755)
-        let channel = try await listener.bind(path: configuration.socketPath, mode: configuration.socketMode, group: group)
+        let socket = try await listen(listener)
+        let metrics = try await startMetrics(view: view, limiter: limiter)
+
+        // Ready: the socket listens and the store is open.
+        let status = StatusReporter(view: view, changes: view.changes, notifier: notifier, now: WallClock.now)
+        let seen = view.changes.generation
+        let statusText = status.summary().text
+        notifier.notify(.ready, .status(statusText))
         logger.notice("tokend ready", metadata: [
-            "socket": "\(configuration.socketPath)", "credentials": "\(count)", "version": "\(DaemonInfo.version)",
+            "socket": "\(socket.description)", "credentials": "\(count)", "version": "\(DaemonInfo.version)",
         ])
 
-        // Serve until asked to stop.
-        try? await gracefulShutdown()
-        logger.notice("stopping")
-        try? await channel.close()
-        unlink(configuration.socketPath)
-        scheduler.cancel()
-        await scheduler.value
+        let watchdog = WatchdogSettings.parse(environment: environment, pid: getpid()).map { settings in
+            Watchdog(interval: settings.interval, logger: logger, probe: healthProbe(store: store, registry: registry)) { [notifier] in
+                notifier.notify(.watchdog)
+            }
+        }
+        let reloader = Reloader(
+            daemon: self, current: configuration, settings: settings, registry: registry, limiter: limiter
+        )
+
+        await withDiscardingTaskGroup { tasks in
+            if notifier.isEnabled { tasks.addTask { await status.run(sent: statusText, seen: seen) } }
+            if let watchdog { tasks.addTask { await watchdog.run() } }
+            if let textfile = metrics.textfile { tasks.addTask { await textfile.run() } }
+            tasks.addTask {
+                for await _ in hangups.cancelOnGracefulShutdown() { await reloader.reload() }
+            }
+
+            // Serve until asked to stop.
+            try? await gracefulShutdown()
+            await stop(
+                shutdownTimeout: reloader.configuration.shutdownTimeout, socket: socket, listener: listener, registry: registry, scheduler: scheduler, clockMonitor: clockMonitor,
+                metrics: metrics
+            )
+            tasks.cancelAll()
+        }
         await httpPool.shutdown()
         try await store.close()
         logger.notice("stopped")
     }
+
+    // MARK: Listening
+
+    /// The Varlink socket: passed by systemd (socket activation) or bound here.
+    struct ListeningSocket {
+        let channel: any Channel
+        /// The socket file this process created (nil when socket-activated).
+        let ownedFile: OwnedSocketFile?
+        let description: String
+    }
+
+    private func listen(_ listener: SocketListener) async throws -> ListeningSocket {
+        if ListenFDs.parse(environment: environment, pid: getpid()) != nil, let passed = try ListenFDs.take() {
+            let descriptor = passed.descriptors[0]
+            guard ListenFDs.isListeningUnixStreamSocket(descriptor) else {
+                throw ListenerError("the socket passed by the service manager (fd \(descriptor)) is not a listening Unix stream socket")
+            }
+            if passed.descriptors.count > 1 {
+                logger.warning("the service manager passed several sockets; serving on the first", metadata: ["count": "\(passed.descriptors.count)"])
+            }
+            let channel = try await listener.adopt(descriptor: descriptor, group: group)
+            let path = ListenFDs.boundPath(of: descriptor) ?? "fd \(descriptor)"
+            if path != configuration.socketPath {
+                logger.info("serving on the socket passed by the service manager, not the configured one", metadata: [
+                    "passed": "\(path)", "configured": "\(configuration.socketPath)",
+                ])
+            }
+            return ListeningSocket(channel: channel, ownedFile: nil, description: "\(path) (socket activation)")
+        }
+        try makeDirectory(parentOf: configuration.socketPath, mode: 0o755)
+        let channel = try await listener.bind(path: configuration.socketPath, mode: configuration.socketMode, group: group)
+        return ListeningSocket(channel: channel, ownedFile: OwnedSocketFile(path: configuration.socketPath), description: configuration.socketPath)
+    }
+
+    // MARK: Metrics
+
+    private struct RunningMetrics {
+        var channel: (any Channel)?
+        var socketFile: OwnedSocketFile?
+        var textfile: MetricsTextfile?
+    }
+
+    private func startMetrics(view: CredentialView, limiter: ConnectionLimiter) async throws -> RunningMetrics {
+        guard configuration.metrics.isEnabled, let registry = options.metricsRegistry else { return RunningMetrics() }
+        let gauges = StateGauges()
+        let exporter = MetricsExporter(registry: registry) { gauges.update(view: view, limiter: limiter, now: WallClock.now()) }
+        var running = RunningMetrics()
+        if let listen = configuration.metrics.listen {
+            do {
+                (running.channel, running.socketFile) = try await MetricsEndpoint.start(listen, exporter: exporter, group: group)
+            } catch {
+                throw ListenerError("cannot listen for metrics on \(listen): \(error)")
+            }
+            logger.info("metrics endpoint listening", metadata: ["listen": "\(listen)"])
+        }
+        if let path = configuration.metrics.textfile {
+            running.textfile = MetricsTextfile(
+                path: path, interval: configuration.metrics.textfileInterval, exporter: exporter, changes: view.changes, logger: logger
+            )
+        }
+        return running
+    }
+
+    // MARK: Watchdog
+
+    /// Passes through every event loop, the registry actor and the store's writer.
+    private func healthProbe(store: any CredentialStore, registry: CredentialRegistry) -> @Sendable () async throws -> Void {
+        let group = self.group
+        return {
+            try await withThrowingTaskGroup(of: Void.self) { probes in
+                for loop in group.makeIterator() {
+                    probes.addTask { try await loop.submit {}.get() }
+                }
+                try await probes.waitForAll()
+            }
+            _ = await registry.grantsInFlightHighWater
+            try await store.probeWriter()
+        }
+    }
+
+    // MARK: Stopping
+
+    private func stop(
+        shutdownTimeout: Duration, socket: ListeningSocket, listener: SocketListener, registry: CredentialRegistry, scheduler: Task<Void, Never>,
+        clockMonitor: ClockStepMonitor, metrics: RunningMetrics
+    ) async {
+        notifier.notify(.stopping)
+        let deadline = ContinuousClock.now + shutdownTimeout
+        logger.notice("stopping", metadata: [
+            "connections": "\(listener.connections.count)", "timeout": "\(DurationFormat.humanReadable(shutdownTimeout))",
+        ])
+        // Stop accepting. A socket passed by systemd stays with the socket unit, which keeps
+        // listening (and queues callers) while the service restarts.
+        try? await socket.channel.close()
+        socket.ownedFile?.remove()
+        // No new proactive refreshes; those under way finish below.
+        scheduler.cancel()
+        clockMonitor.stop()
+        // Calls already received are answered (their grants included), then each connection closes.
+        let forced = await listener.connections.quiesce(deadline: deadline)
+        if forced > 0 {
+            logger.warning("closed connections that were still waiting at the shutdown deadline", metadata: ["connections": "\(forced)"])
+        }
+        // Grants that no caller waits for (proactive ones) still commit their result, so a rotated
+        // refresh token is never lost to a stop.
+        let grants = await Array(registry.inFlight.values)
+        if !grants.isEmpty {
+            let finished = await waitUntil(deadline: deadline) {
+                for grant in grants { _ = await grant.value }
+            }
+            if !finished { logger.warning("grants still in flight at the shutdown deadline", metadata: ["grants": "\(grants.count)"]) }
+        }
+        await scheduler.value
+        if let channel = metrics.channel { try? await channel.close() }
+        metrics.socketFile?.remove()
+    }
+
+    // MARK: Helpers
 
     private func makeDirectory(_ path: String, mode: mode_t = 0o700) throws {
         var info = stat()

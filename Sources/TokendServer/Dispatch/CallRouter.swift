@@ -44,6 +44,11 @@ struct CallRouter: Sendable {
             return try provideTokenReplacement(call, caller: caller, eventLoop: eventLoop)
         case TokenProviderMethod.status.rawValue:
             return try status(call, caller: caller)
+        case TokenProviderMethod.watch.rawValue:
+            let user = try ParameterReader(call.parameters).string("userIdentifier")
+            guard call.more else { throw .expectedMore }
+            let entry = try readableEntry(user, caller: caller, method: call.method)
+            return .watch(userIdentifier: user, initial: entry)
         case TokenProviderMethod.addCredential.rawValue:
             let request = try AddCredentialRequest(json: call.parameters)
             return deferred(on: eventLoop, what: "adding the credential") { [registry] in
@@ -92,14 +97,7 @@ struct CallRouter: Sendable {
         guard minValidSeconds >= 0, minValidSeconds <= 366 * 86400 else { throw .invalidParameter("minValidSeconds") }
         let rejectedToken = try parameters.optionalString("rejectedToken")
 
-        guard let entry = view[user] else { throw .unknownUser(user) }
-        guard settings.current.accessPolicy.mayRead(caller, readers: entry.resolvedReaders) else {
-            logDenied(caller, method: call.method, user: user)
-            throw .permissionDenied(user)
-        }
-        if entry.status.state == .reauthenticationRequired {
-            throw .reauthenticationRequired(user, reason: entry.status.lastError ?? "the login has ended")
-        }
+        let entry = try readableEntry(user, caller: caller, method: call.method)
         let now = now()
         let decision = ServeDecision.decide(deadline: entry.deadline, now: now, minimumValidity: .seconds(minValidSeconds))
         // `rejectedToken` equal to the current token: the API refused it, so it must be replaced.
@@ -116,6 +114,26 @@ struct CallRouter: Sendable {
             return [fresh.replyBytes]
         }
     }
+
+    /// The entry of `user` if `caller` may read its token and it may still be served.
+    private func readableEntry(_ user: String, caller: CallerIdentity, method: String) throws(VarlinkError) -> ViewEntry {
+        guard let entry = view[user] else { throw .unknownUser(user) }
+        guard settings.current.accessPolicy.mayRead(caller, readers: entry.resolvedReaders) else {
+            logDenied(caller, method: method, user: user)
+            throw .permissionDenied(user)
+        }
+        if entry.status.state == .reauthenticationRequired {
+            throw .reauthenticationRequired(user, reason: entry.status.lastError ?? "the login has ended")
+        }
+        return entry
+    }
+
+    /// Whether `caller` may still read `entry` (a watcher's rights are re-checked on every update).
+    func mayRead(_ caller: CallerIdentity, _ entry: ViewEntry) -> Bool {
+        settings.current.accessPolicy.mayRead(caller, readers: entry.resolvedReaders)
+    }
+
+    var hub: WatchHub { view.hub }
 
     // MARK: Status
 

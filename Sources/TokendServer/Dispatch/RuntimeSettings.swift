@@ -8,6 +8,7 @@ final class RuntimeSettings: Sendable {
         var accessPolicy: AccessPolicy
         var providers: [String: ProviderConfiguration]
         var callTimeout: Duration
+        var tokenFiles: [String: TokenFileConfiguration] = [:]
     }
 
     private let values: Mutex<Values>
@@ -30,7 +31,8 @@ final class RuntimeSettings: Sendable {
         let values = Values(
             accessPolicy: AccessPolicy(adminGroupIDs: gids, allowSelfEnrolment: configuration.allowSelfEnrolment),
             providers: configuration.providers,
-            callTimeout: configuration.callTimeout
+            callTimeout: configuration.callTimeout,
+            tokenFiles: configuration.tokenFiles
         )
         return (values, unresolved)
     }

@@ -68,6 +68,7 @@ struct Refreshers: Sendable {
             case .oauth2(let settings): byProvider[name] = OAuth2Refresher(settings: settings, pool: pool)
             case .exec(let settings): byProvider[name] = ExecRefresher(providerName: name, settings: settings)
             }
+            byProvider[name] = byProvider[name].map { MeasuredRefresher(provider: name, inner: $0) }
         }
         self.byProvider = byProvider
     }

@@ -23,6 +23,8 @@ actor CredentialRegistry {
 
     var refreshers: Refreshers
     var limits: RefreshLimits
+    /// Token files of the configured users, kept in step with the view.
+    let tokenFiles: TokenFileSinks
     var locks = UserLocks()
     var slots: GrantSlots
     /// Grants in flight by user: every caller that needs the same credential refreshed awaits
@@ -53,6 +55,7 @@ actor CredentialRegistry {
         self.now = now
         self.slots = GrantSlots(limit: limits.maxGrantsInFlight)
         self.refreshers = Refreshers(providers: settings.current.providers, pool: httpPool)
+        self.tokenFiles = TokenFileSinks(hub: view.hub, logger: logger)
     }
 
     /// Fills the view from the store and plans every refresh (start-up). Credentials whose grant
@@ -80,6 +83,7 @@ actor CredentialRegistry {
         if recovering > 0 {
             logger.notice("refreshing credentials whose grant was interrupted", metadata: ["count": "\(recovering)"])
         }
+        tokenFiles.apply(settings.current.tokenFiles) { [view] in view[$0] }
         return credentials.count
     }
 
@@ -95,6 +99,7 @@ actor CredentialRegistry {
             view.store(rebuilt)
             plan(rebuilt, providers: providers)
         }
+        tokenFiles.apply(settings.current.tokenFiles) { [view] in view[$0] }
         wake()
     }
 

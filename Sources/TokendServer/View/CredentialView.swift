@@ -14,6 +14,10 @@ final class CredentialView: Sendable {
     }
 
     private let shards: [Shard]
+    /// Told about every change of token or of serving state, for `Watch` and token files.
+    let hub = WatchHub()
+    /// Told about every change at all (state, plan, count), for `STATUS=` and the metrics file.
+    let changes = ChangeSignal()
 
     init(shardCount: Int = 16) {
         shards = (0..<max(1, shardCount)).map { _ in Shard() }
@@ -28,11 +32,30 @@ final class CredentialView: Sendable {
     }
 
     func store(_ entry: ViewEntry) {
-        shard(for: entry.userIdentifier).entries.withLock { $0[entry.userIdentifier] = entry }
+        let old = shard(for: entry.userIdentifier).entries.withLock { entries in
+            defer { entries[entry.userIdentifier] = entry }
+            return entries[entry.userIdentifier]
+        }
+        notifyChange(from: old, to: entry)
+        changes.signal()
     }
 
     func remove(_ userIdentifier: String) {
-        _ = shard(for: userIdentifier).entries.withLock { $0.removeValue(forKey: userIdentifier) }
+        let old = shard(for: userIdentifier).entries.withLock { $0.removeValue(forKey: userIdentifier) }
+        if old != nil { hub.publish(userIdentifier, .removed) }
+        changes.signal()
+    }
+
+    /// Watchers hear about a new token or the end of the login; bookkeeping changes (state
+    /// `refreshing`, a retry planned) are not news to them.
+    private func notifyChange(from old: ViewEntry?, to new: ViewEntry) {
+        if new.status.state == .reauthenticationRequired {
+            if old?.status.state != .reauthenticationRequired {
+                hub.publish(new.userIdentifier, .reauthenticationRequired(reason: new.status.lastError ?? "the login has ended"))
+            }
+        } else if old?.accessToken != new.accessToken || old?.deadline != new.deadline {
+            hub.publish(new.userIdentifier, .updated(new))
+        }
     }
 
     /// Replaces every entry at once (start-up and reload).
@@ -43,8 +66,14 @@ final class CredentialView: Sendable {
         }
         for (index, shard) in shards.enumerated() {
             let newEntries = grouped[index]
-            shard.entries.withLock { $0 = newEntries }
+            let old = shard.entries.withLock { entries in
+                defer { entries = newEntries }
+                return entries
+            }
+            for (user, entry) in newEntries { notifyChange(from: old[user], to: entry) }
+            for user in old.keys where newEntries[user] == nil { hub.publish(user, .removed) }
         }
+        changes.signal()
     }
 
     var count: Int { shards.reduce(0) { total, shard in total + shard.entries.withLock { $0.count } } }

@@ -79,4 +79,15 @@ public protocol CredentialStore: Sendable {
 
     /// Closes the store; later calls fail with `.closed`.
     func close() async throws
+
+    /// Passes a trivial transaction through the store's writer and returns when it is done, so
+    /// a health check (the systemd watchdog) can tell a wedged writer from a working one.
+    ///
+    /// - Throws: ``StorageError``, `.closed` after ``close()``.
+    func probeWriter() async throws
+}
+
+extension CredentialStore {
+    /// Stores without a single writer to probe are healthy as long as they answer at all.
+    public func probeWriter() async throws {}
 }

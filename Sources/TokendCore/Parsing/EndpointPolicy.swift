@@ -32,16 +32,12 @@ public struct ParsedURL: Sendable, Hashable {
     public var path: String
 
     public init?(_ text: String) {
-        guard let schemeEnd = text.range(of: "://") else { return nil }
-        scheme = text[..<schemeEnd.lowerBound].lowercased()
-        guard scheme == "http" || scheme == "https" else {
-            host = ""
-            path = ""
-            if scheme.isEmpty { return nil }
-            return
-        }
-        let rest = text[schemeEnd.upperBound...]
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        guard let separator = Self.find("://", in: text) else { return nil }
+        scheme = text[..<separator].lowercased()
+        guard !scheme.isEmpty else { return nil }
+        let rest = text[text.index(separator, offsetBy: 3)...]
+        let delimiters: Set<Character> = ["/", "?", "#"]
+        let authorityEnd = rest.firstIndex { (character: Character) -> Bool in delimiters.contains(character) } ?? rest.endIndex
         var authority = rest[..<authorityEnd]
         path = String(rest[authorityEnd...])
         // Userinfo in a token endpoint URL is a misconfiguration we refuse rather than guess at.
@@ -50,7 +46,11 @@ public struct ParsedURL: Sendable, Hashable {
             guard let close = authority.firstIndex(of: "]") else { return nil }
             host = String(authority[authority.index(after: authority.startIndex)..<close])
             let after = authority[authority.index(after: close)...]
-            if after.hasPrefix(":") { port = Int(after.dropFirst()) } else if !after.isEmpty { return nil }
+            if after.hasPrefix(":") {
+                port = Int(after.dropFirst())
+            } else if !after.isEmpty {
+                return nil
+            }
         } else {
             if let colon = authority.lastIndex(of: ":") {
                 guard let value = Int(authority[authority.index(after: colon)...]), (1...65535).contains(value) else { return nil }
@@ -60,5 +60,14 @@ public struct ParsedURL: Sendable, Hashable {
             host = authority.lowercased()
         }
         guard !host.isEmpty else { return nil }
+    }
+
+    private static func find(_ needle: String, in text: String) -> String.Index? {
+        var index = text.startIndex
+        while index < text.endIndex {
+            if text[index...].hasPrefix(needle) { return index }
+            index = text.index(after: index)
+        }
+        return nil
     }
 }

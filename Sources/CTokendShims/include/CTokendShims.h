@@ -1,0 +1,14 @@
+#ifndef CTOKEND_SHIMS_H
+#define CTOKEND_SHIMS_H
+
+// Linux APIs that Swift's Glibc module does not import.
+#include <sys/timerfd.h>
+
+/// timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC) armed to fail reads with ECANCELED whenever
+/// CLOCK_REALTIME is set (TFD_TIMER_CANCEL_ON_SET). Returns the descriptor or -1.
+int tokend_clock_step_timerfd(void);
+
+/// Re-arms a descriptor from tokend_clock_step_timerfd after it reported a step. 0 or -1.
+int tokend_clock_step_rearm(int fd);
+
+#endif

@@ -1,0 +1,14 @@
+/// A file that always holds a credential's current access token, for programs that can only
+/// read a file (`[token_files.USER]`).
+public struct TokenFileConfiguration: Sendable, Hashable {
+    /// Where the token is written (atomically: a temporary file in the same folder, fsync, rename).
+    public var path: String
+    /// The file's mode. Who may read it is decided by this and by the folder's group (tokend
+    /// runs without CAP_CHOWN: give the folder the readers' group and the setgid bit).
+    public var mode: UInt32
+
+    public init(path: String, mode: UInt32 = 0o640) {
+        self.path = path
+        self.mode = mode
+    }
+}

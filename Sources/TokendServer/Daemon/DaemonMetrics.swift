@@ -1,0 +1,165 @@
+import CoreMetrics
+import NIOCore
+import Synchronization
+import TokendCore
+import TokendProtocol
+
+/// Metric names, in one place (they are an interface: dashboards and alerts use them).
+enum MetricName {
+    static let credentials = "tokend_credentials"
+    static let grants = "tokend_grants_total"
+    static let grantDuration = "tokend_grant_duration_seconds"
+    static let requests = "tokend_requests_total"
+    static let connections = "tokend_connections"
+    static let connectionsAccepted = "tokend_connections_accepted_total"
+    static let connectionsRefused = "tokend_connections_refused_total"
+    static let nextRefresh = "tokend_next_refresh_seconds"
+    static let reloads = "tokend_reloads_total"
+}
+
+/// Counts calls by method and error through swift-metrics (`tokend_requests_total`).
+///
+/// Built for the hot path: a cached token answered on the event loop costs one comparison of
+/// the method name, a look at the reply's first bytes and one atomic increment of a counter
+/// made in advance. Error counters are made on first use (errors are not the hot path).
+final class RequestMetrics: Sendable {
+    private let factory: any MetricsFactory
+    /// The success counter of `ProvideTokenReplacement`, the call that matters for speed.
+    private let tokenServed: Counter
+    /// Success counters of every other known method, by full method name.
+    private let served: [String: Counter]
+    /// Error counters, by "method label" + "\u{0}" + "error name".
+    private let failures = Mutex<[String: Counter]>([:])
+
+    private static let serviceMethods = [
+        "org.varlink.service.GetInfo", "org.varlink.service.GetInterfaceDescription",
+    ]
+
+    /// - Parameter factory: Where counters are made; the bootstrapped `MetricsSystem` by default.
+    init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+        var served: [String: Counter] = [:]
+        for method in TokenProviderMethod.allCases.map(\.rawValue) + Self.serviceMethods {
+            served[method] = Counter(label: MetricName.requests, dimensions: [("method", Self.label(method)), ("error", "none")], factory: factory)
+        }
+        served["unknown"] = Counter(label: MetricName.requests, dimensions: [("method", "unknown"), ("error", "none")], factory: factory)
+        self.served = served
+        tokenServed = served[TokenProviderMethod.provideTokenReplacement.rawValue]!
+    }
+
+    /// Records one call and what the router decided.
+    func record(method: String, outcome: CallOutcome) {
+        switch outcome {
+        case .reply(let message):
+            record(method: method, firstReply: message)
+        case .replies(let messages):
+            if let first = messages.first { record(method: method, firstReply: first) } else { succeeded(method) }
+        case .deferred(let future):
+            // Off the hot path: the call waits for a refresh or a store write anyway.
+            future.whenSuccess { [self] messages in
+                if let first = messages.first { self.record(method: method, firstReply: first) } else { self.succeeded(method) }
+            }
+        default:
+            succeeded(method)
+        }
+    }
+
+    private func record(method: String, firstReply message: [UInt8]) {
+        if let error = Self.errorName(in: message) {
+            failed(method, error: error)
+        } else {
+            succeeded(method)
+        }
+    }
+
+    private func succeeded(_ method: String) {
+        if method == TokenProviderMethod.provideTokenReplacement.rawValue {
+            tokenServed.increment()
+        } else {
+            (served[method] ?? served["unknown"]!).increment()
+        }
+    }
+
+    private func failed(_ method: String, error: String) {
+        let methodLabel = served[method] != nil ? Self.label(method) : "unknown"
+        let key = methodLabel + "\u{0}" + error
+        let counter = failures.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(label: MetricName.requests, dimensions: [("method", methodLabel), ("error", error)], factory: factory)
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
+    /// The short method name used as the label: `ProvideTokenReplacement`, `GetInfo`, …
+    static func label(_ method: String) -> String {
+        guard let dot = method.lastIndex(of: ".") else { return method }
+        return String(method[method.index(after: dot)...])
+    }
+
+    private static let errorPrefix = Array(#"{"error":""#.utf8)
+
+    /// The error name of an encoded reply, or nil for a successful one. Only the names tokend
+    /// itself produces are returned as they are, so the label's values stay a small, fixed set.
+    static func errorName(in message: [UInt8]) -> String? {
+        guard message.count > errorPrefix.count, message.starts(with: errorPrefix) else { return nil }
+        let rest = message[errorPrefix.count...]
+        guard let end = rest.firstIndex(of: UInt8(ascii: "\"")) else { return "other" }
+        let name = String(decoding: rest[..<end], as: UTF8.self)
+        let known = name.hasPrefix("io.tokend.TokenProvider.") || name.hasPrefix("org.varlink.service.")
+        guard known, name.utf8.count <= 80, name.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+            return "other"
+        }
+        return name
+    }
+}
+
+/// Gauges computed from the view and the listener when metrics are read or written, so nothing
+/// on the request path updates them.
+final class StateGauges: Sendable {
+    private let byState: [CredentialState: Gauge]
+    private let nextRefresh: Gauge
+    private let connections: Gauge
+    private let accepted: Counter
+    private let refused: Counter
+    private let reported = Mutex<(accepted: Int, refused: Int)>((0, 0))
+
+    init(factory: any MetricsFactory = MetricsSystem.factory) {
+        var byState: [CredentialState: Gauge] = [:]
+        for state in CredentialState.allCases {
+            byState[state] = Gauge(label: MetricName.credentials, dimensions: [("state", state.rawValue)], factory: factory)
+        }
+        self.byState = byState
+        nextRefresh = Gauge(label: MetricName.nextRefresh, factory: factory)
+        connections = Gauge(label: MetricName.connections, factory: factory)
+        accepted = Counter(label: MetricName.connectionsAccepted, factory: factory)
+        refused = Counter(label: MetricName.connectionsRefused, factory: factory)
+    }
+
+    /// Brings every gauge up to date.
+    func update(view: CredentialView, limiter: ConnectionLimiter, now: Timestamp) {
+        var counts: [CredentialState: Int] = [:]
+        var next: Timestamp?
+        for entry in view.snapshot() {
+            counts[entry.effectiveState(now: now), default: 0] += 1
+            if let due = entry.nextRefreshAt, due < (next ?? due + .seconds(1)) { next = due }
+        }
+        for (state, gauge) in byState { gauge.record(counts[state] ?? 0) }
+        // Seconds until the next planned refresh; -1 when none is planned.
+        if let next {
+            nextRefresh.record(Double(max(0, (next - now).milliseconds)) / 1000)
+        } else {
+            nextRefresh.record(-1)
+        }
+        let totals = limiter.totals
+        connections.record(totals.open)
+        // Counters only go up: add what happened since the last update.
+        let (newAccepted, newRefused) = reported.withLock { reported -> (Int, Int) in
+            defer { reported = (totals.accepted, totals.refused) }
+            return (totals.accepted - reported.accepted, totals.refused - reported.refused)
+        }
+        if newAccepted > 0 { accepted.increment(by: newAccepted) }
+        if newRefused > 0 { refused.increment(by: newRefused) }
+    }
+}

@@ -1,0 +1,51 @@
+import TokendCore
+import TokendSystemd
+
+/// Keeps the service manager's `STATUS=` line current: recomputed when the view changes (never
+/// on a timer), sent only when its text differs from the last one.
+struct StatusReporter: Sendable {
+    let view: CredentialView
+    let changes: ChangeSignal
+    let notifier: SystemdNotifier
+    let now: @Sendable () -> Timestamp
+
+    /// The summary of the view now.
+    func summary() -> StatusLine {
+        let current = now()
+        var line = StatusLine(credentials: 0, reauthenticationRequired: 0)
+        var next: Timestamp?
+        for entry in view.snapshot() {
+            line.credentials += 1
+            switch entry.effectiveState(now: current) {
+            case .reauthenticationRequired: line.reauthenticationRequired += 1
+            case .retrying: line.retrying += 1
+            default: break
+            }
+            if let due = entry.nextRefreshAt, due < (next ?? due + .seconds(1)) { next = due }
+        }
+        line.nextRefresh = next.map { max($0, current).secondsSince1970 }
+        return line
+    }
+
+    /// Sends `STATUS=` after each change until cancelled.
+    ///
+    /// - Parameters:
+    ///   - sent: The status text already sent (with `READY=1`).
+    ///   - seen: The change generation that text reflects.
+    func run(sent: String, seen: UInt64) async {
+        var last = sent
+        var seen = seen
+        while !Task.isCancelled {
+            seen = await changes.wait(after: seen)
+            guard !Task.isCancelled else { return }
+            // Coalesce a burst of changes (a start-up refresh wave) into one update.
+            try? await Task.sleep(for: .milliseconds(200))
+            seen = changes.generation
+            let text = summary().text
+            if text != last {
+                notifier.notify(.status(text))
+                last = text
+            }
+        }
+    }
+}

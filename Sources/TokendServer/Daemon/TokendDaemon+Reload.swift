@@ -1,0 +1,84 @@
+import Logging
+import TokendConfig
+import TokendCore
+import Synchronization
+import TokendSystemd
+
+extension TokendDaemon {
+    /// Applies a re-read configuration on SIGHUP: providers, access policy, call timeout,
+    /// refresh limits, token files, connection limit and log level change in place; connections
+    /// and credentials stay. A file that does not load is reported in one line and the running
+    /// configuration stays in force.
+    final class Reloader: Sendable {
+        private let daemon: TokendDaemon
+        private let settings: RuntimeSettings
+        private let registry: CredentialRegistry
+        private let limiter: ConnectionLimiter
+        /// The configuration in force (reloads run one after another, from one signal loop).
+        private let current: Mutex<DaemonConfiguration>
+
+        /// The configuration in force now.
+        var configuration: DaemonConfiguration { current.withLock { $0 } }
+
+        init(daemon: TokendDaemon, current: DaemonConfiguration, settings: RuntimeSettings, registry: CredentialRegistry, limiter: ConnectionLimiter) {
+            self.daemon = daemon
+            self.current = Mutex(current)
+            self.settings = settings
+            self.registry = registry
+            self.limiter = limiter
+        }
+
+        func reload() async {
+            let logger = daemon.logger
+            daemon.notifier.notify(.reloading(monotonicMicroseconds: SystemdNotifier.monotonicMicroseconds()))
+            defer { daemon.notifier.notify(.ready) }
+            guard let read = daemon.options.reloadConfiguration else {
+                logger.notice("reload requested, but tokend runs on built-in defaults; nothing to re-read")
+                return
+            }
+            let new: DaemonConfiguration
+            do {
+                new = try read()
+            } catch {
+                logger.error("reloading the configuration failed; keeping the running configuration: \(error)")
+                return
+            }
+            let old = current.withLock { $0 }
+            let (values, unresolvedGroups) = RuntimeSettings.values(from: new)
+            for name in unresolvedGroups {
+                logger.warning("admin group does not exist; it grants nothing", metadata: ["group": "\(name)"])
+            }
+            settings.update(values)
+            await registry.reconfigure(limits: new.refreshLimits)
+            limiter.setMaximum(new.maxConnections)
+            if let level = Logger.Level(rawValue: new.logLevel) { daemon.options.logLevel?.set(level) }
+            current.withLock { $0 = new }
+
+            let needRestart = Self.restartOnlyChanges(from: old, to: new)
+            if !needRestart.isEmpty {
+                logger.warning("some changed settings take effect only after a restart", metadata: ["settings": "\(needRestart.joined(separator: ","))"])
+            }
+            let added = Set(new.providers.keys).subtracting(old.providers.keys).sorted()
+            let removed = Set(old.providers.keys).subtracting(new.providers.keys).sorted()
+            logger.notice("configuration reloaded", metadata: [
+                "file": "\(new.sourceFile ?? "built-in defaults")", "providers": "\(new.providers.keys.sorted().joined(separator: ","))",
+                "providers_added": "\(added.joined(separator: ","))", "providers_removed": "\(removed.joined(separator: ","))",
+            ])
+        }
+
+        /// Settings read only at start-up that differ between `old` and `new`.
+        static func restartOnlyChanges(from old: DaemonConfiguration, to new: DaemonConfiguration) -> [String] {
+            var changed: [String] = []
+            if old.socketPath != new.socketPath { changed.append("daemon.socket") }
+            if old.socketMode != new.socketMode { changed.append("daemon.socket_mode") }
+            if old.stateDirectory != new.stateDirectory { changed.append("daemon.state_directory") }
+            if old.keyFile != new.keyFile { changed.append("daemon.key_file") }
+            if old.maxMessageBytes != new.maxMessageBytes { changed.append("daemon.max_message_bytes") }
+            if old.maxPipelinedCalls != new.maxPipelinedCalls { changed.append("daemon.max_pipelined_calls") }
+            if old.refreshLimits.httpConnectTimeout != new.refreshLimits.httpConnectTimeout { changed.append("daemon.http_connect_timeout") }
+            if old.refreshLimits.httpTimeout != new.refreshLimits.httpTimeout { changed.append("daemon.http_timeout") }
+            if old.metrics != new.metrics { changed.append("metrics") }
+            return changed
+        }
+    }
+}

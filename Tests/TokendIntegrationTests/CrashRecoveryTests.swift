@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+
+/// tokend killed with SIGKILL at random moments while it rotates refresh tokens against the real
+/// IdP. Bounded here (a few rounds); `scripts/crash-soak` runs hundreds.
+@Suite(.serialized)
+struct CrashRecoveryTests {
+    struct Outcome {
+        var credentials: Int
+        var kills: Int
+        var grantsInFlightAtKills: Int
+        var reauthenticationRequired: Int
+        var valid: Int
+        var integrity: String
+        var rows: Int
+    }
+
+    static func sqlite(_ database: String, _ sql: String) async throws -> String {
+        let result = try await runCommand("/usr/bin/sqlite3", [database, sql])
+        guard result.status == 0 else { throw TestFailure("sqlite3 failed: \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Rounds and credentials per run: small in the normal suite; `scripts/crash-soak` raises them
+    /// through `TOKEND_CRASH_ROUNDS` and `TOKEND_CRASH_CREDENTIALS`.
+    static var rounds: Int { Int(ProcessInfo.processInfo.environment["TOKEND_CRASH_ROUNDS"] ?? "") ?? 5 }
+    static var credentialCount: Int { Int(ProcessInfo.processInfo.environment["TOKEND_CRASH_CREDENTIALS"] ?? "") ?? 16 }
+
+    static func run(grace: Int, credentials: Int = credentialCount, rounds: Int = rounds) async throws -> Outcome {
+        try requireVenv()
+        let directory = try ScratchDirectory()
+        let idp = try IdentityProvider(directory: directory, options: .init(accessTokenLifetime: 3, refreshGrace: grace))
+        try await idp.start()
+        defer { Task { await idp.stop() } }
+        try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
+        let config = DaemonProcess.configuration(
+            extraDaemon: "retry_initial = \"200ms\"\nretry_max = \"1s\"\nhttp_timeout = \"3s\"",
+            providers: idp.providerConfiguration(name: "example", extra: "refresh_margin = \"1s\"\nrefresh_at = 0.5")
+        )
+        var daemon = try DaemonProcess(configuration: config, directory: directory)
+        try await daemon.start()
+        let client = try RawClient(path: daemon.socketPath)
+        let minted = try await idp.mint(count: credentials, lifetime: 3)
+        for (i, response) in minted.enumerated() {
+            let reply = try client.call(Tokens.addCall(user: "u\(i)", access: response["access_token"] as! String,
+                                                       refresh: response["refresh_token"] as? String, expiresIn: 3))
+            #expect(reply.errorName == nil)
+        }
+        let database = daemon.stateDirectory + "/tokend.sqlite"
+        var inFlight = 0
+        for round in 0..<rounds {
+            // Let refreshes run for a random while, then pull the plug.
+            try await Task.sleep(for: .milliseconds(Int.random(in: 800...2500)))
+            kill(daemon.process.processIdentifier, SIGKILL)
+            daemon.process.waitUntilExit()
+            inFlight += Int(try await sqlite(database, "SELECT count(*) FROM credentials WHERE grant_started_at IS NOT NULL")) ?? 0
+            daemon = try DaemonProcess(configuration: config, directory: directory)
+            try await daemon.start()
+            _ = round
+        }
+        // Give the last start time to recover and refresh everything once more.
+        try await Task.sleep(for: .seconds(5))
+        let statusClient = try RawClient(path: daemon.socketPath)
+        let status = try statusClient.call(#"{"method":"io.tokend.TokenProvider.Status"}"#)
+        let states = (status.parameters["credentials"] as? [[String: Any]] ?? []).map { $0["state"] as? String ?? "" }
+        try await daemon.stop()
+        return Outcome(
+            credentials: credentials, kills: rounds, grantsInFlightAtKills: inFlight,
+            reauthenticationRequired: states.filter { $0 == "reauthentication_required" }.count,
+            valid: states.filter { $0 == "valid" || $0 == "refreshing" || $0 == "retrying" }.count,
+            integrity: try await sqlite(database, "PRAGMA integrity_check"),
+            rows: Int(try await sqlite(database, "SELECT count(*) FROM credentials")) ?? -1
+        )
+    }
+
+    @Test func withTheServersReuseGraceNoCredentialIsLost() async throws {
+        let outcome = try await Self.run(grace: 5)
+        print("crash test (grace 5s): \(outcome)")
+        #expect(outcome.integrity == "ok")
+        #expect(outcome.rows == outcome.credentials, "no credential lost or duplicated")
+        #expect(outcome.reauthenticationRequired == 0, "\(outcome)")
+    }
+
+    @Test func withoutGraceOnlyGrantsInFlightAtAKillAreLost() async throws {
+        let outcome = try await Self.run(grace: 0)
+        print("crash test (grace 0): \(outcome)")
+        #expect(outcome.integrity == "ok")
+        #expect(outcome.rows == outcome.credentials)
+        #expect(outcome.reauthenticationRequired <= outcome.grantsInFlightAtKills, "\(outcome)")
+    }
+}
