@@ -107,7 +107,7 @@ let package = Package(
         .target(
             name: "TokendClient",
             dependencies: [
-                "TokendProtocol",
+                "TokendProtocol", "TokendJSON",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -147,6 +147,7 @@ let package = Package(
             dependencies: ["TokendSystemd", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "TokendOAuthTests", dependencies: ["TokendOAuth", "TokendCore"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendConfigTests", dependencies: ["TokendConfig"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendStorageTests", dependencies: ["TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
         .testTarget(

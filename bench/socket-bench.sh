@@ -211,7 +211,7 @@ EOF
     REFRESH_TOKEN=${rand:40:40}
     printf '{"access_token":"%s","refresh_token":"%s","expires_in":86400,"token_type":"Bearer"}' \
         "$ACCESS_TOKEN" "$REFRESH_TOKEN" >"$TMP/token.json"
-    if ! timeout 30 "$TOKENCTL_BIN" --socket "$TARGET_SOCK" add bench-user --provider bench \
+    if ! timeout 30 "$TOKENCTL_BIN" add bench-user --socket "$TARGET_SOCK" --provider bench \
         <"$TMP/token.json" >"$TMP/tokenctl.log" 2>&1; then
         log "tokenctl add failed:"; cat "$TMP/tokenctl.log" >&2
         log "tokend log:"; tail -50 "$TMP/tokend.log" >&2

@@ -22,16 +22,26 @@ public struct TokendServiceInfo: Sendable, Hashable {
 extension TokendClient {
     /// Returns an access token for `userIdentifier` that stays valid for at least `minValidity`.
     ///
+    /// Answered from the in-process cache, without a round trip, while the cached token stays
+    /// valid for `minValidity` plus the cache's safety margin (see ``cachePolicy``).
+    ///
+    /// When an API refuses a token (HTTP 401), call this once with that token as
+    /// `rejectedToken`: the cached copy is dropped and the daemon refreshes once before
+    /// answering (however many callers report the same token). Do not loop on 401s; a token
+    /// that is refused again right after a forced refresh is not going to be fixed by another.
+    ///
     /// - Parameters:
     ///   - userIdentifier: whose credential.
     ///   - minValidity: how long the token must still be valid; tokend refreshes first when the
     ///     current one expires sooner. Rounded up to whole seconds.
     ///   - rejectedToken: the token an API just refused. When it is still the current token,
     ///     tokend refreshes before answering (once, however many callers report it); when it is
-    ///     already stale, the current token is returned.
+    ///     already stale, the current token is returned (from the cache, when it holds a newer
+    ///     one).
     /// - Returns: the credentials; their `userIdentifier` is the one asked for.
     /// - Throws: ``TokendClientError``: `unknownUser`, `permissionDenied`,
-    ///   `reauthenticationRequired`, `refreshFailed`, `daemonUnavailable`, `timeout`, …
+    ///   `reauthenticationRequired`, `refreshFailed`, `daemonUnavailable`, `timeout`,
+    ///   `cancelled`, …
     public func credentials(
         for userIdentifier: String,
         minValidity: Duration = .zero,
@@ -39,13 +49,29 @@ extension TokendClient {
     ) async throws(TokendClientError) -> Credentials {
         let method = TokenProviderMethod.provideTokenReplacement.rawValue
         try Self.checkIdentifier(userIdentifier, name: "userIdentifier", method: method)
-        var parameters: JSONObject = ["userIdentifier": .string(userIdentifier)]
         let seconds = Self.wholeSecondsRoundingUp(minValidity)
+        let lookup = cache.withLock { cache in
+            cache.lookup(userIdentifier, minValiditySeconds: seconds, rejectedToken: rejectedToken, now: WallClock.nowSeconds())
+        }
+        if case .hit(let credentials) = lookup {
+            countCacheHit()
+            return credentials
+        }
+        var parameters: JSONObject = ["userIdentifier": .string(userIdentifier)]
         if seconds > 0 { parameters["minValidSeconds"] = .int(seconds) }
         if let rejectedToken { parameters["rejectedToken"] = .string(rejectedToken) }
         let call = VarlinkCall(method: method, parameters: parameters)
 
-        let reply = try await singleReply(call)
+        let reply: VarlinkReply
+        do {
+            reply = try await singleReply(call)
+        } catch {
+            // The credential is gone or needs a new login: its cached token must not answer.
+            if error.code == .unknownUser || error.code == .reauthenticationRequired || error.code == .permissionDenied {
+                cache.withLock { $0.remove(userIdentifier) }
+            }
+            throw error
+        }
         let credentials: Credentials
         do {
             guard let object = try ParameterReader(reply.parameters).optionalObject("credentials") else {
@@ -62,6 +88,7 @@ extension TokendClient {
                 method: method
             )
         }
+        cache.withLock { $0.store(credentials, now: WallClock.nowSeconds()) }
         return credentials
     }
 
@@ -121,6 +148,7 @@ extension TokendClient {
             throw TokendClientError(code: .invalidParameter, message: "the access token is empty", method: method)
         }
         _ = try await singleReply(VarlinkCall(method: method, parameters: request.json))
+        cache.withLock { $0.remove(request.userIdentifier) }
     }
 
     /// Deletes the credential of `userIdentifier`.
@@ -130,6 +158,7 @@ extension TokendClient {
         let method = TokenProviderMethod.removeCredential.rawValue
         try Self.checkIdentifier(userIdentifier, name: "userIdentifier", method: method)
         _ = try await singleReply(VarlinkCall(method: method, parameters: ["userIdentifier": .string(userIdentifier)]))
+        cache.withLock { $0.remove(userIdentifier) }
     }
 
     /// Re-encrypts every stored token under a newly generated master key (administrators only).

@@ -36,7 +36,40 @@ public final class TokendClient: Sendable {
     public let callTimeout: Duration
     /// The longest reply accepted.
     public let maximumMessageBytes: Int
-    private let eventLoopGroup: any EventLoopGroup
+    /// When ``credentials(for:minValidity:rejectedToken:)`` may answer from the in-process
+    /// cache.
+    public let cachePolicy: CachePolicy
+    let eventLoopGroup: any EventLoopGroup
+
+    /// What the client did so far, for tests and metrics.
+    public struct Statistics: Sendable, Hashable {
+        /// Calls sent to the daemon (each one a round trip), of any method; `Watch` streams
+        /// count once per (re)subscription.
+        public var roundTrips: Int
+        /// Token requests answered from the in-process cache, without a round trip.
+        public var cacheHits: Int
+
+        /// Creates statistics (to compare with ``TokendClient/statistics``).
+        public init(roundTrips: Int, cacheHits: Int) {
+            self.roundTrips = roundTrips
+            self.cacheHits = cacheHits
+        }
+    }
+
+    private let roundTripCount = Atomic<Int>(0)
+    private let cacheHitCount = Atomic<Int>(0)
+    let cache: Mutex<CredentialCache>
+
+    /// What the client did so far: round trips and cache hits.
+    public var statistics: Statistics {
+        Statistics(
+            roundTrips: roundTripCount.load(ordering: .relaxed),
+            cacheHits: cacheHitCount.load(ordering: .relaxed)
+        )
+    }
+
+    func countRoundTrip() { roundTripCount.add(1, ordering: .relaxed) }
+    func countCacheHit() { cacheHitCount.add(1, ordering: .relaxed) }
 
     private enum State {
         case idle
@@ -57,17 +90,22 @@ public final class TokendClient: Sendable {
     ///     `/run/tokend/io.tokend`.
     ///   - callTimeout: how long a call may wait for its reply (default 10 s).
     ///   - maximumMessageBytes: the longest reply accepted (default 1 MiB).
+    ///   - cachePolicy: when tokens may come from the in-process cache (default: while they
+    ///     stay valid long enough, for at most 60 s; ``CachePolicy/disabled`` turns it off).
     ///   - eventLoopGroup: where the connection's I/O runs (default: NIO's shared group).
     public init(
         socketPath: String? = nil,
         callTimeout: Duration = .seconds(10),
         maximumMessageBytes: Int = 1 << 20,
+        cachePolicy: CachePolicy = .default,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) {
         self.socketPath =
             socketPath ?? Self.socketPath(environment: Self.environmentValue(Self.socketEnvironmentVariable))
         self.callTimeout = callTimeout
         self.maximumMessageBytes = maximumMessageBytes
+        self.cachePolicy = cachePolicy
+        self.cache = Mutex(CredentialCache(policy: cachePolicy))
         self.eventLoopGroup = eventLoopGroup
     }
 
@@ -102,6 +140,7 @@ public final class TokendClient: Sendable {
         while true {
             let connection = try await connection()
             do {
+                countRoundTrip()
                 return try await connection.call(call, timeout: callTimeout)
             } catch {
                 if error.code != .cancelled { discard(connection) }

@@ -46,7 +46,9 @@ public struct MetricsConfiguration: Sendable, Hashable {
             let path = String(text.dropFirst(5))
             guard !path.isEmpty else { return .failure(ListenError("\"\(text)\" has no socket path after unix:")) }
             let resolved = resolve(path)
-            guard resolved.utf8.count < 108 else { return .failure(ListenError("the socket path \(resolved) is longer than 107 bytes")) }
+            guard resolved.utf8.count < 108 else {
+                return .failure(ListenError("the socket path \(resolved) is longer than 107 bytes"))
+            }
             return .success(.unix(path: resolved))
         }
         let host: String, portText: Substring
@@ -67,7 +69,8 @@ public struct MetricsConfiguration: Sendable, Hashable {
             return .failure(ListenError("\"\(portText)\" is not a port number (1…65535)"))
         }
         guard isLoopback(host) else {
-            return .failure(ListenError("\(host) is not a loopback address; metrics listen on 127.0.0.1, ::1 or a Unix socket"))
+            return .failure(
+                ListenError("\(host) is not a loopback address; metrics listen on 127.0.0.1, ::1 or a Unix socket"))
         }
         return .success(.tcp(host: host == "localhost" ? "127.0.0.1" : host, port: port))
     }

@@ -14,12 +14,16 @@ import TokendClient
 enum Terminal {
     /// Writes `message` and a newline to stderr.
     static func writeError(_ message: String) {
+        writeLine(fileDescriptor: 2, message)
+    }
+
+    private static func writeLine(fileDescriptor: Int32, _ message: String) {
         var bytes = Array(message.utf8)
         if bytes.last != UInt8(ascii: "\n") { bytes.append(UInt8(ascii: "\n")) }
         bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
-                let written = write(2, buffer.baseAddress! + offset, buffer.count - offset)
+                let written = write(fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
                     return
@@ -27,6 +31,12 @@ enum Terminal {
                 offset += written
             }
         }
+    }
+
+    /// Writes `line` and a newline to stdout at once (no buffering: `watch` output is read
+    /// as it happens, often through a pipe).
+    static func writeOutput(_ line: String) {
+        writeLine(fileDescriptor: 1, line)
     }
 
     /// Reports `error` on stderr and returns the exit code to throw for it.

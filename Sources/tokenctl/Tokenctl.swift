@@ -14,7 +14,7 @@ struct Tokenctl: AsyncParsableCommand {
             Exit status:
             \(TokenctlExitStatus.helpText)
             """,
-        subcommands: [Status.self, Token.self, Add.self, Remove.self, RotateKey.self],
+        subcommands: [Status.self, Token.self, Watch.self, Exec.self, Add.self, Remove.self, RotateKey.self],
         defaultSubcommand: Status.self
     )
 

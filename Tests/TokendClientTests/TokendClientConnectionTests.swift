@@ -155,7 +155,7 @@ struct TokendClientConnectionTests {
         let error = await #expect(throws: TokendClientError.self) { try await client.credentials(for: "alice") }
         #expect(error?.code == .timeout)
         #expect(error?.message.contains("did not answer") == true)
-        #expect(clock.now - started < .seconds(5))
+        #expect(clock.now - started < .seconds(30), "the timeout fired instead of hanging")
 
         let credentials = try await client.credentials(for: "alice")
         #expect(credentials.accessToken == "token-of-alice")
@@ -366,7 +366,7 @@ struct TokendClientConnectionTests {
         let clock = ContinuousClock()
         let started = clock.now
         let result = await task.result
-        #expect(clock.now - started < .seconds(5))
+        #expect(clock.now - started < .seconds(15), "cancellation ended the wait long before the 30 s timeout")
         guard case .failure(let error) = result else {
             Issue.record("a cancelled call succeeded")
             return

@@ -39,11 +39,14 @@ struct JournalFieldsTests {
         let fields = JournalFields.fields(
             level: .warning, message: "refresh failed; will retry",
             metadata: ["user_identifier": "alice", "provider": "example", "attempt": "2", "Attempt": "x"],
-            identifier: "tokend", file: "TokendServer/Registry/CredentialRegistry+Refresh.swift", function: "recordTransientFailure", line: 181
+            identifier: "tokend", file: "TokendServer/Registry/CredentialRegistry+Refresh.swift",
+            function: "recordTransientFailure", line: 181
         )
         let byName = Dictionary(fields.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
         #expect(byName["PRIORITY"] == "4")
-        #expect(byName["MESSAGE"] == "refresh failed; will retry Attempt=x attempt=2 provider=example user_identifier=alice")
+        #expect(
+            byName["MESSAGE"] == "refresh failed; will retry Attempt=x attempt=2 provider=example user_identifier=alice"
+        )
         #expect(byName["USER_IDENTIFIER"] == "alice")
         #expect(byName["PROVIDER"] == "example")
         #expect(byName["ATTEMPT"] == "x")  // sorted first wins

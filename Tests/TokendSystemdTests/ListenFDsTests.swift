@@ -3,7 +3,8 @@ import TokendSystemd
 
 struct ListenFDsTests {
     @Test func parsesDescriptorsForThisProcess() {
-        let passed = ListenFDs.parse(environment: ["LISTEN_PID": "42", "LISTEN_FDS": "2", "LISTEN_FDNAMES": "varlink:metrics"], pid: 42)
+        let passed = ListenFDs.parse(
+            environment: ["LISTEN_PID": "42", "LISTEN_FDS": "2", "LISTEN_FDNAMES": "varlink:metrics"], pid: 42)
         #expect(passed == ListenFDs(descriptors: [3, 4], names: ["varlink", "metrics"]))
     }
 
@@ -21,7 +22,8 @@ struct ListenFDsTests {
     }
 
     @Test func namesThatDoNotMatchTheCountAreDropped() {
-        let passed = ListenFDs.parse(environment: ["LISTEN_PID": "7", "LISTEN_FDS": "1", "LISTEN_FDNAMES": "a:b"], pid: 7)
+        let passed = ListenFDs.parse(
+            environment: ["LISTEN_PID": "7", "LISTEN_FDS": "1", "LISTEN_FDNAMES": "a:b"], pid: 7)
         #expect(passed == ListenFDs(descriptors: [3]))
     }
 
@@ -32,7 +34,9 @@ struct ListenFDsTests {
 
     @Test func watchdogSettings() {
         #expect(WatchdogSettings.parse(environment: ["WATCHDOG_USEC": "30000000"], pid: 9)?.interval == .seconds(15))
-        #expect(WatchdogSettings.parse(environment: ["WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "9"], pid: 9)?.timeout == .seconds(1))
+        #expect(
+            WatchdogSettings.parse(environment: ["WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "9"], pid: 9)?.timeout
+                == .seconds(1))
         #expect(WatchdogSettings.parse(environment: ["WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "8"], pid: 9) == nil)
         #expect(WatchdogSettings.parse(environment: ["WATCHDOG_USEC": "0"], pid: 9) == nil)
         #expect(WatchdogSettings.parse(environment: [:], pid: 9) == nil)

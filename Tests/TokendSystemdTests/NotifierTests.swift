@@ -30,12 +30,15 @@ struct NotifierTests {
 
     @Test func statusLine() {
         let pinned: (Int64) -> String = { _ in "14:05:31" }
-        #expect(StatusLine(credentials: 1234, reauthenticationRequired: 2, nextRefresh: 1).text(timeOfDay: pinned)
-            == "serving 1234 credentials, 2 need reauthentication, next refresh 14:05:31")
-        #expect(StatusLine(credentials: 1, reauthenticationRequired: 1).text(timeOfDay: pinned)
-            == "serving 1 credential, 1 needs reauthentication")
-        #expect(StatusLine(credentials: 5, reauthenticationRequired: 0, retrying: 2, nextRefresh: 1).text(timeOfDay: pinned)
-            == "serving 5 credentials, 0 need reauthentication, 2 retrying, next refresh 14:05:31")
+        #expect(
+            StatusLine(credentials: 1234, reauthenticationRequired: 2, nextRefresh: 1).text(timeOfDay: pinned)
+                == "serving 1234 credentials, 2 need reauthentication, next refresh 14:05:31")
+        #expect(
+            StatusLine(credentials: 1, reauthenticationRequired: 1).text(timeOfDay: pinned)
+                == "serving 1 credential, 1 needs reauthentication")
+        #expect(
+            StatusLine(credentials: 5, reauthenticationRequired: 0, retrying: 2, nextRefresh: 1).text(timeOfDay: pinned)
+                == "serving 5 credentials, 0 need reauthentication, 2 retrying, next refresh 14:05:31")
         #expect(StatusLine.timeOfDay(hour: 4, minute: 5, second: 9) == "04:05:09")
     }
 }

@@ -16,7 +16,9 @@ final class Gate: Sendable {
 struct WatchdogTests {
     @Test func pingsOncePerPassedProbe() async throws {
         let pings = Counter(), probes = Counter()
-        let watchdog = Watchdog(interval: .milliseconds(20), logger: Logger(label: "test"), probe: { probes.increment() }, ping: { pings.increment() })
+        let watchdog = Watchdog(
+            interval: .milliseconds(20), logger: Logger(label: "test"), probe: { probes.increment() },
+            ping: { pings.increment() })
         let task = Task { await watchdog.run() }
         try await Task.sleep(for: .milliseconds(300))
         task.cancel()
@@ -28,10 +30,12 @@ struct WatchdogTests {
     @Test func aStuckProbeStopsThePings() async throws {
         let pings = Counter(), probes = Counter()
         let gate = Gate()
-        let watchdog = Watchdog(interval: .milliseconds(20), logger: Logger(label: "test"), probe: {
-            probes.increment()
-            while !gate.open.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-        }, ping: { pings.increment() })
+        let watchdog = Watchdog(
+            interval: .milliseconds(20), logger: Logger(label: "test"),
+            probe: {
+                probes.increment()
+                while !gate.open.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+            }, ping: { pings.increment() })
         gate.open.withLock { $0 = false }
         let task = Task { await watchdog.run() }
         try await Task.sleep(for: .milliseconds(200))
@@ -48,7 +52,9 @@ struct WatchdogTests {
     @Test func aFailingProbeSendsNoPing() async throws {
         struct Broken: Error {}
         let pings = Counter()
-        let watchdog = Watchdog(interval: .milliseconds(20), logger: Logger(label: "test"), probe: { throw Broken() }, ping: { pings.increment() })
+        let watchdog = Watchdog(
+            interval: .milliseconds(20), logger: Logger(label: "test"), probe: { throw Broken() },
+            ping: { pings.increment() })
         let task = Task { await watchdog.run() }
         try await Task.sleep(for: .milliseconds(150))
         task.cancel()

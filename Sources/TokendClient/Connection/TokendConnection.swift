@@ -97,6 +97,29 @@ public final class TokendConnection: Sendable {
     ///   closed), `protocolError` (an invalid reply; the connection closed) or `cancelled` (the
     ///   task was cancelled; the connection stays usable).
     public func call(_ call: VarlinkCall, timeout: Duration?) async throws(TokendClientError) -> [VarlinkReply] {
+        try await perform(call, timeout: timeout, onReply: nil)
+    }
+
+    /// Sends a `more` call and hands over each reply as it arrives, until the last one.
+    ///
+    /// For calls that stream for as long as the connection lives (`Watch`): nothing is
+    /// collected, so the stream may be endless. `onReply` runs on the connection's event loop
+    /// and must not block; it also receives the final (error) reply.
+    /// - Parameters:
+    ///   - call: the call; it should have `more` set.
+    ///   - onReply: told about each reply, in order.
+    /// - Throws: ``TokendClientError``: `daemonUnavailable` (the connection closed),
+    ///   `protocolError`, `cancelled` (the task was cancelled; the stream's later replies are
+    ///   dropped, so close the connection).
+    func stream(_ call: VarlinkCall, onReply: @escaping @Sendable (VarlinkReply) -> Void) async throws(TokendClientError) {
+        _ = try await perform(call, timeout: nil, onReply: onReply)
+    }
+
+    private func perform(
+        _ call: VarlinkCall,
+        timeout: Duration?,
+        onReply: (@Sendable (VarlinkReply) -> Void)?
+    ) async throws(TokendClientError) -> [VarlinkReply] {
         if Task.isCancelled {
             var error = TokendClientError(
                 code: .cancelled,
@@ -108,7 +131,13 @@ public final class TokendConnection: Sendable {
         }
         let id = nextCallID.wrappingAdd(1, ordering: .relaxed).oldValue
         let promise = channel.eventLoop.makePromise(of: [VarlinkReply].self)
-        let outbound = OutboundCall(id: id, call: call, timeout: timeout.map { TimeAmount($0) }, promise: promise)
+        let outbound = OutboundCall(
+            id: id,
+            call: call,
+            timeout: timeout.map { TimeAmount($0) },
+            promise: promise,
+            onReply: onReply
+        )
         let channel = self.channel
         let method = call.method
         channel.writeAndFlush(outbound).whenFailure { error in

@@ -10,7 +10,11 @@ struct OutboundCall: Sendable {
     /// lives (for calls that stream on a connection of their own).
     var timeout: TimeAmount?
     /// Completed with every reply of the call (one, or several for `more`; none for `oneway`).
+    /// With ``onReply``, completed with `[]` once the last reply was handed over.
     var promise: EventLoopPromise<[VarlinkReply]>
+    /// When set, each reply is handed over as it arrives (on the event loop) instead of being
+    /// collected: for `more` calls that stream for as long as the connection lives (`Watch`).
+    var onReply: (@Sendable (VarlinkReply) -> Void)? = nil
 }
 
 /// Matches replies to calls on one connection.
@@ -40,6 +44,7 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
         var more: Bool
         var timeout: TimeAmount?
         var promise: EventLoopPromise<[VarlinkReply]>
+        var onReply: (@Sendable (VarlinkReply) -> Void)?
         var replies: [VarlinkReply] = []
         var timer: Scheduled<Void>?
         var abandoned = false
@@ -108,7 +113,8 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
             method: outbound.call.method,
             more: outbound.call.more,
             timeout: outbound.timeout,
-            promise: outbound.promise
+            promise: outbound.promise,
+            onReply: outbound.onReply
         )
         let id = outbound.id
         if let timeout = outbound.timeout {
@@ -185,14 +191,24 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
             )
             return
         }
-        if !head.abandoned { head.replies.append(reply) }
+        let deliver = head.abandoned ? nil : head.onReply
+        if !head.abandoned, deliver == nil { head.replies.append(reply) }
+        // The FIFO is brought up to date before `onReply` runs: it may close the channel, which
+        // fails and removes every waiting call.
         if !isLast {
             waiting[waiting.startIndex] = head
+            deliver?(reply)
             return
         }
         waiting.removeFirst()
         head.timer?.cancel()
-        if !head.abandoned { head.promise.succeed(head.replies) }
+        guard !head.abandoned else { return }
+        if let deliver {
+            deliver(reply)
+            head.promise.succeed([])
+        } else {
+            head.promise.succeed(head.replies)
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

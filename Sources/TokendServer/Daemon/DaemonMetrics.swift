@@ -40,9 +40,12 @@ final class RequestMetrics: Sendable {
         self.factory = factory
         var served: [String: Counter] = [:]
         for method in TokenProviderMethod.allCases.map(\.rawValue) + Self.serviceMethods {
-            served[method] = Counter(label: MetricName.requests, dimensions: [("method", Self.label(method)), ("error", "none")], factory: factory)
+            served[method] = Counter(
+                label: MetricName.requests, dimensions: [("method", Self.label(method)), ("error", "none")],
+                factory: factory)
         }
-        served["unknown"] = Counter(label: MetricName.requests, dimensions: [("method", "unknown"), ("error", "none")], factory: factory)
+        served["unknown"] = Counter(
+            label: MetricName.requests, dimensions: [("method", "unknown"), ("error", "none")], factory: factory)
         self.served = served
         tokenServed = served[TokenProviderMethod.provideTokenReplacement.rawValue]!
     }
@@ -57,7 +60,11 @@ final class RequestMetrics: Sendable {
         case .deferred(let future):
             // Off the hot path: the call waits for a refresh or a store write anyway.
             future.whenSuccess { [self] messages in
-                if let first = messages.first { self.record(method: method, firstReply: first) } else { self.succeeded(method) }
+                if let first = messages.first {
+                    self.record(method: method, firstReply: first)
+                } else {
+                    self.succeeded(method)
+                }
             }
         default:
             succeeded(method)
@@ -85,7 +92,8 @@ final class RequestMetrics: Sendable {
         let key = methodLabel + "\u{0}" + error
         let counter = failures.withLock { counters in
             if let counter = counters[key] { return counter }
-            let counter = Counter(label: MetricName.requests, dimensions: [("method", methodLabel), ("error", error)], factory: factory)
+            let counter = Counter(
+                label: MetricName.requests, dimensions: [("method", methodLabel), ("error", error)], factory: factory)
             counters[key] = counter
             return counter
         }
@@ -108,7 +116,12 @@ final class RequestMetrics: Sendable {
         guard let end = rest.firstIndex(of: UInt8(ascii: "\"")) else { return "other" }
         let name = String(decoding: rest[..<end], as: UTF8.self)
         let known = name.hasPrefix("io.tokend.TokenProvider.") || name.hasPrefix("org.varlink.service.")
-        guard known, name.utf8.count <= 80, name.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+        guard known, name.utf8.count <= 80,
+            name.utf8.allSatisfy({
+                $0 == UInt8(ascii: ".") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
+                    || (0x61...0x7A).contains($0)
+            })
+        else {
             return "other"
         }
         return name
@@ -128,7 +141,8 @@ final class StateGauges: Sendable {
     init(factory: any MetricsFactory = MetricsSystem.factory) {
         var byState: [CredentialState: Gauge] = [:]
         for state in CredentialState.allCases {
-            byState[state] = Gauge(label: MetricName.credentials, dimensions: [("state", state.rawValue)], factory: factory)
+            byState[state] = Gauge(
+                label: MetricName.credentials, dimensions: [("state", state.rawValue)], factory: factory)
         }
         self.byState = byState
         nextRefresh = Gauge(label: MetricName.nextRefresh, factory: factory)

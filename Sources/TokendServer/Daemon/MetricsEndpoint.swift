@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Prometheus
 import TokendConfig
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Renders the Prometheus text format, bringing the computed gauges up to date first.
 struct MetricsExporter: Sendable {
@@ -97,7 +98,9 @@ final class MetricsHTTPHandler: ChannelInboundHandler {
         headers.add(name: "Connection", value: "close")
         if status == .methodNotAllowed { headers.add(name: "Allow", value: "GET, HEAD") }
         if request.method == .HEAD { body = [] }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))), promise: nil)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))),
+            promise: nil)
         if !body.isEmpty {
             var buffer = context.channel.allocator.buffer(capacity: body.count)
             buffer.writeBytes(body)

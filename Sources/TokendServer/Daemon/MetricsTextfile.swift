@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Writes the metrics to a file for node_exporter's textfile collector: atomically (a temporary
 /// file in the same directory, then `rename`), after changes (coalesced) and at least every

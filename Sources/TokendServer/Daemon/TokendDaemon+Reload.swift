@@ -1,7 +1,7 @@
 import Logging
+import Synchronization
 import TokendConfig
 import TokendCore
-import Synchronization
 import TokendSystemd
 
 extension TokendDaemon {
@@ -20,7 +20,10 @@ extension TokendDaemon {
         /// The configuration in force now.
         var configuration: DaemonConfiguration { current.withLock { $0 } }
 
-        init(daemon: TokendDaemon, current: DaemonConfiguration, settings: RuntimeSettings, registry: CredentialRegistry, limiter: ConnectionLimiter) {
+        init(
+            daemon: TokendDaemon, current: DaemonConfiguration, settings: RuntimeSettings, registry: CredentialRegistry,
+            limiter: ConnectionLimiter
+        ) {
             self.daemon = daemon
             self.current = Mutex(current)
             self.settings = settings
@@ -56,14 +59,19 @@ extension TokendDaemon {
 
             let needRestart = Self.restartOnlyChanges(from: old, to: new)
             if !needRestart.isEmpty {
-                logger.warning("some changed settings take effect only after a restart", metadata: ["settings": "\(needRestart.joined(separator: ","))"])
+                logger.warning(
+                    "some changed settings take effect only after a restart",
+                    metadata: ["settings": "\(needRestart.joined(separator: ","))"])
             }
             let added = Set(new.providers.keys).subtracting(old.providers.keys).sorted()
             let removed = Set(old.providers.keys).subtracting(new.providers.keys).sorted()
-            logger.notice("configuration reloaded", metadata: [
-                "file": "\(new.sourceFile ?? "built-in defaults")", "providers": "\(new.providers.keys.sorted().joined(separator: ","))",
-                "providers_added": "\(added.joined(separator: ","))", "providers_removed": "\(removed.joined(separator: ","))",
-            ])
+            var metadata: Logger.Metadata = [
+                "file": "\(new.sourceFile ?? "built-in defaults")",
+                "providers": "\(new.providers.keys.sorted().joined(separator: ","))",
+            ]
+            if !added.isEmpty { metadata["providers_added"] = "\(added.joined(separator: ","))" }
+            if !removed.isEmpty { metadata["providers_removed"] = "\(removed.joined(separator: ","))" }
+            logger.notice("configuration reloaded", metadata: metadata)
         }
 
         /// Settings read only at start-up that differ between `old` and `new`.
@@ -75,7 +83,9 @@ extension TokendDaemon {
             if old.keyFile != new.keyFile { changed.append("daemon.key_file") }
             if old.maxMessageBytes != new.maxMessageBytes { changed.append("daemon.max_message_bytes") }
             if old.maxPipelinedCalls != new.maxPipelinedCalls { changed.append("daemon.max_pipelined_calls") }
-            if old.refreshLimits.httpConnectTimeout != new.refreshLimits.httpConnectTimeout { changed.append("daemon.http_connect_timeout") }
+            if old.refreshLimits.httpConnectTimeout != new.refreshLimits.httpConnectTimeout {
+                changed.append("daemon.http_connect_timeout")
+            }
             if old.refreshLimits.httpTimeout != new.refreshLimits.httpTimeout { changed.append("daemon.http_timeout") }
             if old.metrics != new.metrics { changed.append("metrics") }
             return changed

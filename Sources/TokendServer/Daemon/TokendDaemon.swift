@@ -1,17 +1,18 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
 import NIOCore
 import NIOPosix
 import Prometheus
 import ServiceLifecycle
-import UnixSignals
 import TokendConfig
 import TokendCore
 import TokendOAuth
 import TokendStorage
 import TokendSystemd
+import UnixSignals
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The daemon as a service: opens the store, loads credentials into memory, listens (or adopts
 /// the socket systemd passed), tells systemd it is ready, reloads on SIGHUP, and on graceful
@@ -74,8 +75,12 @@ public final class TokendDaemon: Service {
             keyFile: configuration.keyFile,
             expectedOwner: geteuid()
         )
-        logger.info("master key loaded", metadata: ["key_id": "\(loadedKeys.keyring.current.id)", "source": "\(loadedKeys.source)"])
-        let store = try SQLiteCredentialStore(stateDirectory: configuration.stateDirectory, keyring: loadedKeys.keyring, configuration: .init(productVersion: DaemonInfo.version))
+        logger.info(
+            "master key loaded",
+            metadata: ["key_id": "\(loadedKeys.keyring.current.id)", "source": "\(loadedKeys.source)"])
+        let store = try SQLiteCredentialStore(
+            stateDirectory: configuration.stateDirectory, keyring: loadedKeys.keyring,
+            configuration: .init(productVersion: DaemonInfo.version))
         let resumption = try await KeyRotation.resumeIfNeeded(store: store, keyring: loadedKeys, logger: logger)
 
         let (values, unresolvedGroups) = RuntimeSettings.values(from: configuration)
@@ -85,7 +90,8 @@ public final class TokendDaemon: Service {
         let settings = RuntimeSettings(values)
         let view = CredentialView()
         let limits = configuration.refreshLimits
-        let httpPool = HTTPClientPool(timeouts: .init(connect: limits.httpConnectTimeout, request: limits.httpTimeout), group: group)
+        let httpPool = HTTPClientPool(
+            timeouts: .init(connect: limits.httpConnectTimeout, request: limits.httpTimeout), group: group)
         let registry = CredentialRegistry(
             store: store, view: view, settings: settings, keys: KeyManagement(resumption.keyring),
             limits: limits, httpPool: httpPool, logger: logger, now: WallClock.now
@@ -100,13 +106,16 @@ public final class TokendDaemon: Service {
 
         let router = CallRouter(
             view: view, registry: registry, settings: settings,
-            daemonInfo: DaemonInfo(version: DaemonInfo.version, startedAt: startedAt), logger: logger, now: WallClock.now
+            daemonInfo: DaemonInfo(version: DaemonInfo.version, startedAt: startedAt), logger: logger,
+            now: WallClock.now
         )
         let limiter = ConnectionLimiter(maximum: configuration.maxConnections)
         let listener = SocketListener(
             router: router,
             limiter: limiter,
-            limits: .init(maximumMessageBytes: configuration.maxMessageBytes, maximumPendingCalls: configuration.maxPipelinedCalls),
+            limits: .init(
+                maximumMessageBytes: configuration.maxMessageBytes, maximumPendingCalls: configuration.maxPipelinedCalls
+            ),
             logger: logger
         )
         let socket = try await listen(listener)
@@ -117,12 +126,15 @@ public final class TokendDaemon: Service {
         let seen = view.changes.generation
         let statusText = status.summary().text
         notifier.notify(.ready, .status(statusText))
-        logger.notice("tokend ready", metadata: [
-            "socket": "\(socket.description)", "credentials": "\(count)", "version": "\(DaemonInfo.version)",
-        ])
+        logger.notice(
+            "tokend ready",
+            metadata: [
+                "socket": "\(socket.description)", "credentials": "\(count)", "version": "\(DaemonInfo.version)",
+            ])
 
         let watchdog = WatchdogSettings.parse(environment: environment, pid: getpid()).map { settings in
-            Watchdog(interval: settings.interval, logger: logger, probe: healthProbe(store: store, registry: registry)) { [notifier] in
+            Watchdog(interval: settings.interval, logger: logger, probe: healthProbe(store: store, registry: registry))
+            { [notifier] in
                 notifier.notify(.watchdog)
             }
         }
@@ -141,8 +153,9 @@ public final class TokendDaemon: Service {
             // Serve until asked to stop.
             try? await gracefulShutdown()
             await stop(
-                shutdownTimeout: reloader.configuration.shutdownTimeout, socket: socket, listener: listener, registry: registry, scheduler: scheduler, clockMonitor: clockMonitor,
-                metrics: metrics
+                shutdownTimeout: reloader.configuration.shutdownTimeout, socket: socket, listener: listener,
+                registry: registry,
+                scheduler: scheduler, clockMonitor: clockMonitor, metrics: metrics
             )
             tasks.cancelAll()
         }
@@ -165,23 +178,31 @@ public final class TokendDaemon: Service {
         if ListenFDs.parse(environment: environment, pid: getpid()) != nil, let passed = try ListenFDs.take() {
             let descriptor = passed.descriptors[0]
             guard ListenFDs.isListeningUnixStreamSocket(descriptor) else {
-                throw ListenerError("the socket passed by the service manager (fd \(descriptor)) is not a listening Unix stream socket")
+                throw ListenerError(
+                    "the socket passed by the service manager (fd \(descriptor)) is not a listening Unix stream socket")
             }
             if passed.descriptors.count > 1 {
-                logger.warning("the service manager passed several sockets; serving on the first", metadata: ["count": "\(passed.descriptors.count)"])
+                logger.warning(
+                    "the service manager passed several sockets; serving on the first",
+                    metadata: ["count": "\(passed.descriptors.count)"])
             }
             let channel = try await listener.adopt(descriptor: descriptor, group: group)
             let path = ListenFDs.boundPath(of: descriptor) ?? "fd \(descriptor)"
             if path != configuration.socketPath {
-                logger.info("serving on the socket passed by the service manager, not the configured one", metadata: [
-                    "passed": "\(path)", "configured": "\(configuration.socketPath)",
-                ])
+                logger.info(
+                    "serving on the socket passed by the service manager, not the configured one",
+                    metadata: [
+                        "passed": "\(path)", "configured": "\(configuration.socketPath)",
+                    ])
             }
             return ListeningSocket(channel: channel, ownedFile: nil, description: "\(path) (socket activation)")
         }
         try makeDirectory(parentOf: configuration.socketPath, mode: 0o755)
-        let channel = try await listener.bind(path: configuration.socketPath, mode: configuration.socketMode, group: group)
-        return ListeningSocket(channel: channel, ownedFile: OwnedSocketFile(path: configuration.socketPath), description: configuration.socketPath)
+        let channel = try await listener.bind(
+            path: configuration.socketPath, mode: configuration.socketMode, group: group)
+        return ListeningSocket(
+            channel: channel, ownedFile: OwnedSocketFile(path: configuration.socketPath),
+            description: configuration.socketPath)
     }
 
     // MARK: Metrics
@@ -195,11 +216,14 @@ public final class TokendDaemon: Service {
     private func startMetrics(view: CredentialView, limiter: ConnectionLimiter) async throws -> RunningMetrics {
         guard configuration.metrics.isEnabled, let registry = options.metricsRegistry else { return RunningMetrics() }
         let gauges = StateGauges()
-        let exporter = MetricsExporter(registry: registry) { gauges.update(view: view, limiter: limiter, now: WallClock.now()) }
+        let exporter = MetricsExporter(registry: registry) {
+            gauges.update(view: view, limiter: limiter, now: WallClock.now())
+        }
         var running = RunningMetrics()
         if let listen = configuration.metrics.listen {
             do {
-                (running.channel, running.socketFile) = try await MetricsEndpoint.start(listen, exporter: exporter, group: group)
+                (running.channel, running.socketFile) = try await MetricsEndpoint.start(
+                    listen, exporter: exporter, group: group)
             } catch {
                 throw ListenerError("cannot listen for metrics on \(listen): \(error)")
             }
@@ -207,7 +231,8 @@ public final class TokendDaemon: Service {
         }
         if let path = configuration.metrics.textfile {
             running.textfile = MetricsTextfile(
-                path: path, interval: configuration.metrics.textfileInterval, exporter: exporter, changes: view.changes, logger: logger
+                path: path, interval: configuration.metrics.textfileInterval, exporter: exporter, changes: view.changes,
+                logger: logger
             )
         }
         return running
@@ -216,7 +241,9 @@ public final class TokendDaemon: Service {
     // MARK: Watchdog
 
     /// Passes through every event loop, the registry actor and the store's writer.
-    private func healthProbe(store: any CredentialStore, registry: CredentialRegistry) -> @Sendable () async throws -> Void {
+    private func healthProbe(store: any CredentialStore, registry: CredentialRegistry)
+        -> @Sendable () async throws -> Void
+    {
         let group = self.group
         return {
             try await withThrowingTaskGroup(of: Void.self) { probes in
@@ -233,14 +260,18 @@ public final class TokendDaemon: Service {
     // MARK: Stopping
 
     private func stop(
-        shutdownTimeout: Duration, socket: ListeningSocket, listener: SocketListener, registry: CredentialRegistry, scheduler: Task<Void, Never>,
+        shutdownTimeout: Duration, socket: ListeningSocket, listener: SocketListener, registry: CredentialRegistry,
+        scheduler: Task<Void, Never>,
         clockMonitor: ClockStepMonitor, metrics: RunningMetrics
     ) async {
         notifier.notify(.stopping)
         let deadline = ContinuousClock.now + shutdownTimeout
-        logger.notice("stopping", metadata: [
-            "connections": "\(listener.connections.count)", "timeout": "\(DurationFormat.humanReadable(shutdownTimeout))",
-        ])
+        logger.notice(
+            "stopping",
+            metadata: [
+                "connections": "\(listener.connections.count)",
+                "timeout": "\(DurationFormat.humanReadable(shutdownTimeout))",
+            ])
         // Stop accepting. A socket passed by systemd stays with the socket unit, which keeps
         // listening (and queues callers) while the service restarts.
         try? await socket.channel.close()
@@ -251,7 +282,9 @@ public final class TokendDaemon: Service {
         // Calls already received are answered (their grants included), then each connection closes.
         let forced = await listener.connections.quiesce(deadline: deadline)
         if forced > 0 {
-            logger.warning("closed connections that were still waiting at the shutdown deadline", metadata: ["connections": "\(forced)"])
+            logger.warning(
+                "closed connections that were still waiting at the shutdown deadline",
+                metadata: ["connections": "\(forced)"])
         }
         // Grants that no caller waits for (proactive ones) still commit their result, so a rotated
         // refresh token is never lost to a stop.
@@ -260,7 +293,10 @@ public final class TokendDaemon: Service {
             let finished = await waitUntil(deadline: deadline) {
                 for grant in grants { _ = await grant.value }
             }
-            if !finished { logger.warning("grants still in flight at the shutdown deadline", metadata: ["grants": "\(grants.count)"]) }
+            if !finished {
+                logger.warning(
+                    "grants still in flight at the shutdown deadline", metadata: ["grants": "\(grants.count)"])
+            }
         }
         await scheduler.value
         if let channel = metrics.channel { try? await channel.close() }

@@ -13,7 +13,8 @@ struct MeasuredRefresher: ProviderRefresher {
     init(provider: String, inner: any ProviderRefresher, factory: any MetricsFactory = MetricsSystem.factory) {
         self.inner = inner
         func counter(_ outcome: String) -> Counter {
-            Counter(label: MetricName.grants, dimensions: [("provider", provider), ("outcome", outcome)], factory: factory)
+            Counter(
+                label: MetricName.grants, dimensions: [("provider", provider), ("outcome", outcome)], factory: factory)
         }
         succeeded = counter("success")
         transient = counter("transient")
@@ -25,7 +26,8 @@ struct MeasuredRefresher: ProviderRefresher {
         let start = ContinuousClock.now
         let outcome = await inner.refresh(credential, now: now)
         let elapsed = ContinuousClock.now - start
-        duration.recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+        duration.recordNanoseconds(
+            elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
         switch outcome {
         case .success: succeeded.increment()
         case .transient: transient.increment()

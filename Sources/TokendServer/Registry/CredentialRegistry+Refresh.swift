@@ -37,7 +37,7 @@ extension CredentialRegistry {
                 if case .tooShortLived = reason, current < entry.deadline { return entry }
                 throw .refreshFailed(
                     userIdentifier,
-                    reason: "the token was refreshed less than \(DurationFormat.humanReadable(limits.forcedRefreshInterval)) ago; another refresh is allowed from \(nextAllowed.secondsSince1970)",
+                    reason: "the token was refreshed less than \(DurationFormat.humanReadable(limits.forcedRefreshInterval)) ago; another refresh is allowed in \(DurationFormat.humanReadable(nextAllowed - current))",
                     retryAt: nextAllowed.secondsSince1970
                 )
             }
@@ -147,7 +147,7 @@ extension CredentialRegistry {
             let entry = updateView(next, provider: provider)
             logger.info("credential refreshed", metadata: [
                 "user_identifier": "\(user)", "provider": "\(provider.name)", "rotated": "\(rotated)",
-                "expires_in": "\(DurationFormat.humanReadable(entry.deadline - received))",
+                "expires_in": "\(DurationFormat.humanReadable(entry.deadline - received))", "credential_state": "valid",
             ])
             return .refreshed(entry)
         case .permanent(let error, let description):
@@ -173,7 +173,7 @@ extension CredentialRegistry {
         updateView(updated, provider: provider)
         logger.warning("refresh failed; will retry", metadata: [
             "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(reason)", "attempt": "\(attempts)",
-            "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))",
+            "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))", "credential_state": "retrying",
         ])
         return .failed(.refreshFailed(user, reason: reason, retryAt: retryAt.secondsSince1970))
     }
@@ -193,6 +193,7 @@ extension CredentialRegistry {
         failures[credential.userIdentifier] = nil
         logger.warning("reauthentication required", metadata: [
             "user_identifier": "\(credential.userIdentifier)", "provider": "\(credential.provider)", "reason": "\(reason)",
+            "credential_state": "reauthentication_required",
         ])
         return .reauthenticationRequired(credential.userIdentifier, reason: reason)
     }

@@ -63,7 +63,6 @@ actor CredentialRegistry {
     func loadAll() async throws -> Int {
         let credentials = try await store.loadAll()
         let providers = settings.current.providers
-        view.replaceAll(with: credentials.map { entry(for: $0, providers: providers) })
         var recovering = 0
         for credential in credentials {
             if providers[credential.provider] == nil {
@@ -80,6 +79,8 @@ actor CredentialRegistry {
                 plan(credential, providers: providers)
             }
         }
+        // Built after planning, so each entry shows its next refresh.
+        view.replaceAll(with: credentials.map { entry(for: $0, providers: providers) })
         if recovering > 0 {
             logger.notice("refreshing credentials whose grant was interrupted", metadata: ["count": "\(recovering)"])
         }
@@ -95,9 +96,8 @@ actor CredentialRegistry {
         buckets.removeAll()
         let providers = settings.current.providers
         for old in view.snapshot() {
-            let rebuilt = rebuiltEntry(old, providers: providers)
-            view.store(rebuilt)
-            plan(rebuilt, providers: providers)
+            plan(old, providers: providers)
+            view.store(rebuiltEntry(old, providers: providers, nextRefreshAt: .some(schedule.dueTime(of: old.userIdentifier))))
         }
         tokenFiles.apply(settings.current.tokenFiles) { [view] in view[$0] }
         wake()
@@ -190,9 +190,8 @@ actor CredentialRegistry {
         }
         failures[stored.userIdentifier] = nil
         lastForced[stored.userIdentifier] = nil
-        let entry = entry(for: stored, providers: settings.current.providers)
-        view.store(entry)
-        plan(entry, providers: settings.current.providers)
+        plan(stored, providers: settings.current.providers)
+        view.store(entry(for: stored, providers: settings.current.providers))
         logger.info("credential added", metadata: [
             "user_identifier": "\(stored.userIdentifier)", "provider": "\(stored.provider)",
             "uid": "\(caller.uid)", "pid": "\(caller.pid)", "readers": "\(readers.map(\.description).joined(separator: ","))",

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CSystemd
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Sockets passed by the service manager (socket activation, `sd_listen_fds(3)`).
 public struct ListenFDs: Sendable, Hashable {
@@ -30,10 +31,19 @@ public struct ListenFDs: Sendable, Hashable {
     ///   - pid: This process's id.
     /// - Returns: The passed sockets, or `nil` when none were passed to this process.
     public static func parse(environment: [String: String], pid: Int32) -> ListenFDs? {
-        guard let pidText = environment["LISTEN_PID"], let listenPID = Int32(pidText), listenPID == pid else { return nil }
-        guard let countText = environment["LISTEN_FDS"], let count = Int32(countText), count > 0, count < 4096 else { return nil }
-        let names = environment["LISTEN_FDNAMES"].map { $0.split(separator: ":", omittingEmptySubsequences: false).map(String.init) } ?? []
-        return ListenFDs(descriptors: Array(firstDescriptor..<(firstDescriptor + count)), names: names.count == Int(count) ? names : [])
+        guard let pidText = environment["LISTEN_PID"], let listenPID = Int32(pidText), listenPID == pid else {
+            return nil
+        }
+        guard let countText = environment["LISTEN_FDS"], let count = Int32(countText), count > 0, count < 4096 else {
+            return nil
+        }
+        let names =
+            environment["LISTEN_FDNAMES"].map {
+                $0.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            } ?? []
+        return ListenFDs(
+            descriptors: Array(firstDescriptor..<(firstDescriptor + count)),
+            names: names.count == Int(count) ? names : [])
     }
 
     /// Takes the sockets passed to this process through `sd_listen_fds(1)`, which also removes
@@ -49,7 +59,9 @@ public struct ListenFDs: Sendable, Hashable {
         if count < 0 { throw ListenFDsError(errno: -count) }
         guard count > 0 else { return nil }
         let split = names?.split(separator: ":", omittingEmptySubsequences: false).map(String.init) ?? []
-        return ListenFDs(descriptors: Array(firstDescriptor..<(firstDescriptor + count)), names: split.count == Int(count) ? split : [])
+        return ListenFDs(
+            descriptors: Array(firstDescriptor..<(firstDescriptor + count)),
+            names: split.count == Int(count) ? split : [])
     }
 
     /// Whether `descriptor` is a listening Unix stream socket (`sd_is_socket_unix(3)`).

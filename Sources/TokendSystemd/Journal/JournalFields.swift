@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// How a log event becomes journal fields: the pure part of ``JournalLogHandler``.
 public enum JournalFields {
@@ -50,7 +51,9 @@ public enum JournalFields {
                 default: "_"
                 }
             })
-        if name.isEmpty || name.first == "_" || name.first!.isNumber || reserved.contains(name) || wellKnownMetadata.values.contains(name) {
+        if name.isEmpty || name.first == "_" || name.first!.isNumber || reserved.contains(name)
+            || wellKnownMetadata.values.contains(name)
+        {
             name = "TOKEND_" + name
         }
         return String(name.prefix(64))
@@ -80,7 +83,8 @@ public enum JournalFields {
     ///   - line: The line (`CODE_LINE`).
     /// - Returns: `(name, value)` pairs.
     public static func fields(
-        level: Logger.Level, message: String, metadata: Logger.Metadata, identifier: String, file: String, function: String, line: UInt
+        level: Logger.Level, message: String, metadata: Logger.Metadata, identifier: String, file: String,
+        function: String, line: UInt
     ) -> [(name: String, value: String)] {
         let sorted = metadata.sorted { $0.key < $1.key }
         var fullMessage = message
@@ -132,7 +136,9 @@ public enum JournalFields {
     ///   - inode: Standard error's `st_ino`.
     public static func streamMatches(_ journalStream: String, device: UInt64, inode: UInt64) -> Bool {
         let parts = journalStream.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, let streamDevice = UInt64(parts[0]), let streamInode = UInt64(parts[1]) else { return false }
+        guard parts.count == 2, let streamDevice = UInt64(parts[0]), let streamInode = UInt64(parts[1]) else {
+            return false
+        }
         return streamDevice == device && streamInode == inode
     }
 

@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CSystemd
 import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A swift-log handler that writes structured entries to the systemd journal through
 /// `sd_journal_sendv(3)` (the variadic `sd_journal_send` cannot be called from Swift).

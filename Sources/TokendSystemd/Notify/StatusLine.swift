@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The one-line `STATUS=` summary that `systemctl status tokend` shows, e.g.

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CSystemd
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One state change told to the service manager, as in `sd_notify(3)`.
 public enum NotifyState: Sendable, Hashable {

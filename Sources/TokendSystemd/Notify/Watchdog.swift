@@ -23,7 +23,9 @@ public struct WatchdogSettings: Sendable, Hashable {
     ///   - pid: This process's id.
     /// - Returns: The settings, or `nil` when the watchdog is off for this process.
     public static func parse(environment: [String: String], pid: Int32) -> WatchdogSettings? {
-        guard let text = environment["WATCHDOG_USEC"], let microseconds = UInt64(text), microseconds > 0 else { return nil }
+        guard let text = environment["WATCHDOG_USEC"], let microseconds = UInt64(text), microseconds > 0 else {
+            return nil
+        }
         if let pidText = environment["WATCHDOG_PID"], !pidText.isEmpty {
             guard let watchdogPID = Int32(pidText), watchdogPID == pid else { return nil }
         }
@@ -57,7 +59,8 @@ public struct Watchdog: Sendable {
     ///   - probe: The health check; returns when every part it checks has answered.
     ///   - ping: Sends `WATCHDOG=1`.
     public init(
-        interval: Duration, logger: Logger, probe: @escaping @Sendable () async throws -> Void, ping: @escaping @Sendable () -> Void
+        interval: Duration, logger: Logger, probe: @escaping @Sendable () async throws -> Void,
+        ping: @escaping @Sendable () -> Void
     ) {
         self.interval = interval
         self.probe = probe
@@ -80,13 +83,18 @@ public struct Watchdog: Sendable {
                         try await probe()
                         if state.value.withLock({ $0.finish() }) { ping() }
                     } catch {
-                        _ = state.value.withLock { $0.finish() }
-                        logger.warning("watchdog probe failed; not telling the service manager all is well: \(error)")
+                        // After cancellation (shutdown closes what the probe checks) a failure is expected.
+                        if state.value.withLock({ $0.finish() }) {
+                            logger.warning(
+                                "watchdog probe failed; not telling the service manager all is well: \(error)")
+                        }
                     }
                 }
             case .stillRunning(let missed):
                 if missed == 1 {
-                    logger.warning("watchdog probe has not completed within \(interval); not telling the service manager all is well")
+                    logger.warning(
+                        "watchdog probe has not completed within \(interval); not telling the service manager all is well"
+                    )
                 }
             }
             try? await Task.sleep(for: interval)

@@ -10,6 +10,7 @@ final class IdentityProvider: @unchecked Sendable {
         var reuseProtection = false
         var rotate = true
         var tls: (cert: String, key: String)?
+        var oidc = false
     }
 
     let stateDirectory: String
@@ -32,6 +33,8 @@ final class IdentityProvider: @unchecked Sendable {
     var scheme: String { options.tls == nil ? "http" : "https" }
     var tokenEndpoint: String { "\(scheme)://127.0.0.1:\(port)/o/token/" }
     var revocationEndpoint: String { "\(scheme)://127.0.0.1:\(port)/o/revoke_token/" }
+    /// The OpenID Connect issuer (with `--oidc`).
+    var issuer: String { "\(scheme)://127.0.0.1:\(port)/o" }
     static let clientID = "tokend-test"
     static let clientSecret = "tokend-test-secret"
 
@@ -50,6 +53,7 @@ final class IdentityProvider: @unchecked Sendable {
         if options.reuseProtection { arguments.append("--reuse-protection") }
         arguments.append(options.rotate ? "--rotate" : "--no-rotate")
         if let tls = options.tls { arguments += ["--tls-cert", tls.cert, "--tls-key", tls.key] }
+        if options.oidc { arguments.append("--oidc") }
         process.executableURL = URL(fileURLWithPath: Self.python)
         process.arguments = arguments
         let output = Pipe()
@@ -92,8 +96,8 @@ final class IdentityProvider: @unchecked Sendable {
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Fresh token pairs for `alice`, as token endpoint responses.
-    func mint(count: Int, lifetime: Int? = nil) async throws -> [[String: Any]] {
-        var arguments = [Self.script, "mint", "--state-dir", stateDirectory, "--count", "\(count)"]
+    func mint(count: Int, lifetime: Int? = nil, client: String = IdentityProvider.clientID) async throws -> [[String: Any]] {
+        var arguments = [Self.script, "mint", "--state-dir", stateDirectory, "--count", "\(count)", "--client", client]
         if let lifetime { arguments += ["--lifetime", "\(lifetime)"] }
         let result = try await runCommand(Self.python, arguments, timeout: .seconds(120))
         guard result.status == 0 else { throw TestFailure("mint failed: \(result.stderr)") }
