@@ -22,13 +22,12 @@ public struct TokenEndpointClient: Sendable {
         refreshToken: SecretString,
         now: @Sendable () -> Timestamp
     ) async -> GrantOutcome {
-        let url: ParsedURL
+        // Checked again here: a discovered endpoint never went through the configuration's check.
         do {
-            url = try EndpointPolicy.check(endpoint)
+            _ = try EndpointPolicy.check(endpoint)
         } catch {
             return .permanent(error: "insecure_endpoint", description: error.description)
         }
-        _ = url
         var fields: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.value)]
         if let scope = settings.scope { fields.append(("scope", scope)) }
         var request = HTTPClientRequest(url: endpoint)
@@ -36,16 +35,7 @@ public struct TokenEndpointClient: Sendable {
         request.headers.add(name: "Accept", value: "application/json")
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "User-Agent", value: "tokend")
-        switch settings.clientAuthentication {
-        case .none:
-            fields.append(("client_id", settings.clientID))
-        case .clientSecretBasic:
-            request.headers.add(name: "Authorization", value: FormEncoding.basicAuthorization(clientID: settings.clientID, secret: settings.clientSecret?.value ?? ""))
-        case .clientSecretPost:
-            fields.append(("client_id", settings.clientID))
-            fields.append(("client_secret", settings.clientSecret?.value ?? ""))
-        }
-        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields)))
+        Self.authenticate(&request, fields: &fields, settings: settings)
         let client = pool.client(caFile: settings.caFile)
         do {
             let response = try await client.execute(request, timeout: .milliseconds(pool.timeouts.request.milliseconds))
@@ -73,6 +63,19 @@ public struct TokenEndpointClient: Sendable {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "User-Agent", value: "tokend")
+        Self.authenticate(&request, fields: &fields, settings: settings)
+        do {
+            let response = try await pool.client(caFile: settings.caFile).execute(request, timeout: .milliseconds(pool.timeouts.request.milliseconds))
+            _ = try await response.body.collect(upTo: Self.maximumResponseBytes)
+            // RFC 7009 §2.2: 200 also for tokens that were already invalid.
+            return response.status == .ok ? nil : "the revocation endpoint answered \(response.status.code)"
+        } catch {
+            return Self.describe(error)
+        }
+    }
+
+    /// Adds client authentication (RFC 6749 §2.3) and the form body to `request`.
+    static func authenticate(_ request: inout HTTPClientRequest, fields: inout [(String, String)], settings: OAuth2Settings) {
         switch settings.clientAuthentication {
         case .none:
             fields.append(("client_id", settings.clientID))
@@ -83,14 +86,6 @@ public struct TokenEndpointClient: Sendable {
             fields.append(("client_secret", settings.clientSecret?.value ?? ""))
         }
         request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields)))
-        do {
-            let response = try await pool.client(caFile: settings.caFile).execute(request, timeout: .milliseconds(pool.timeouts.request.milliseconds))
-            _ = try await response.body.collect(upTo: Self.maximumResponseBytes)
-            // RFC 7009 §2.2: 200 also for tokens that were already invalid.
-            return response.status == .ok ? nil : "the revocation endpoint answered \(response.status.code)"
-        } catch {
-            return Self.describe(error)
-        }
     }
 
     /// A short, token-free description of a transport error (TLS failures name themselves).

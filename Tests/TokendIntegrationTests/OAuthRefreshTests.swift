@@ -98,21 +98,9 @@ struct OAuthRefreshTests {
     }
 
     @Test func theInFlightCapHolds() async throws {
-        try requireVenv()
-        let directory = try ScratchDirectory()
-        let idp = try IdentityProvider(directory: directory)
-        try await idp.start()
-        let proxy = try FaultProxy(upstreamPort: idp.port)
-        try await proxy.start()
+        let (setup, proxy) = try await IdPDaemon.startBehindProxy(daemonExtra: "max_grants_in_flight = 4\ncall_timeout = \"20s\"")
+        let daemon = setup.daemon
         try await proxy.set(["mode": "slow:0.5"])
-        try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
-        let config = DaemonProcess.configuration(
-            extraDaemon: "max_grants_in_flight = 4\ncall_timeout = \"20s\"",
-            providers: idp.providerConfiguration(name: "example", endpoint: proxy.tokenEndpoint)
-        )
-        let daemon = try DaemonProcess(configuration: config, directory: directory)
-        try await daemon.start()
-        let setup = IdPDaemon(directory: directory, idp: idp, daemon: daemon)
         let seed = try RawClient(path: daemon.socketPath)
         for i in 0..<16 { try await setup.addMinted("user\(i)", lifetime: 60, client: seed) }
         let clients = try (0..<16).map { _ in try RawClient(path: daemon.socketPath) }
@@ -149,20 +137,10 @@ struct OAuthRefreshTests {
     }
 
     @Test func backoffWhileTheServerIsDownAndRecoveryWhenItReturns() async throws {
-        try requireVenv()
-        let directory = try ScratchDirectory()
-        let idp = try IdentityProvider(directory: directory)
-        try await idp.start()
-        let proxy = try FaultProxy(upstreamPort: idp.port)
-        try await proxy.start()
-        try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
-        let config = DaemonProcess.configuration(
-            extraDaemon: "retry_initial = \"500ms\"\nretry_max = \"2s\"\nforced_refresh_interval = \"1s\"",
-            providers: idp.providerConfiguration(name: "example", extra: "refresh_margin = \"1s\"", endpoint: proxy.tokenEndpoint)
+        let (setup, proxy) = try await IdPDaemon.startBehindProxy(
+            providerExtra: "refresh_margin = \"1s\"", daemonExtra: "retry_initial = \"500ms\"\nretry_max = \"2s\"\nforced_refresh_interval = \"1s\""
         )
-        let daemon = try DaemonProcess(configuration: config, directory: directory)
-        try await daemon.start()
-        let setup = IdPDaemon(directory: directory, idp: idp, daemon: daemon)
+        let daemon = setup.daemon
         let client = try RawClient(path: daemon.socketPath)
         try await proxy.set(["mode": "status:503", "retry_after": 1])
         let minted = try await setup.addMinted("alice", lifetime: 30, client: client)
@@ -192,20 +170,10 @@ struct OAuthRefreshTests {
 
     @Test(arguments: ["malformed_json", "no_access_token", "html", "hang", "reset"])
     func brokenResponsesNeverReplaceAGoodToken(mode: String) async throws {
-        try requireVenv()
-        let directory = try ScratchDirectory()
-        let idp = try IdentityProvider(directory: directory, options: .init(refreshGrace: 10))
-        try await idp.start()
-        let proxy = try FaultProxy(upstreamPort: idp.port)
-        try await proxy.start()
-        try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
-        let config = DaemonProcess.configuration(
-            extraDaemon: "http_timeout = \"1s\"\ncall_timeout = \"4s\"\nretry_initial = \"30s\"",
-            providers: idp.providerConfiguration(name: "example", endpoint: proxy.tokenEndpoint)
+        let (setup, proxy) = try await IdPDaemon.startBehindProxy(
+            idpOptions: .init(refreshGrace: 10), daemonExtra: "http_timeout = \"1s\"\ncall_timeout = \"4s\"\nretry_initial = \"30s\""
         )
-        let daemon = try DaemonProcess(configuration: config, directory: directory)
-        try await daemon.start()
-        let setup = IdPDaemon(directory: directory, idp: idp, daemon: daemon)
+        let daemon = setup.daemon
         let client = try RawClient(path: daemon.socketPath)
         let minted = try await setup.addMinted("alice", lifetime: 120, client: client)
         try await proxy.set(["mode": mode])

@@ -116,7 +116,7 @@ actor CredentialRegistry {
 
     func add(_ request: AddCredentialRequest, caller: CallerIdentity) async throws(VarlinkError) {
         guard Identifier.isValid(request.userIdentifier) else { throw .invalidParameter("userIdentifier") }
-        guard let provider = settings.current.providers[request.provider] else { throw .unknownProvider(request.provider) }
+        guard settings.current.providers[request.provider] != nil else { throw .unknownProvider(request.provider) }
         let readers: [Reader]
         if let texts = request.readers {
             var parsed: [Reader] = []
@@ -154,7 +154,6 @@ actor CredentialRegistry {
         if request.refreshToken == nil {
             logger.info("credential has no refresh token; it is served until it expires", metadata: ["user_identifier": "\(request.userIdentifier)"])
         }
-        _ = provider
         let credential = Credential(
             userIdentifier: request.userIdentifier,
             provider: request.provider,

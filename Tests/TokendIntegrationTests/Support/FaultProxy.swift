@@ -70,6 +70,24 @@ struct IdPDaemon {
         return IdPDaemon(directory: directory, idp: idp, daemon: daemon)
     }
 
+    /// Like `start`, with the fault proxy between tokend and the IdP's token endpoint.
+    static func startBehindProxy(idpOptions: IdentityProvider.Options = .init(), providerExtra: String = "", daemonExtra: String) async throws -> (IdPDaemon, FaultProxy) {
+        try requireVenv()
+        let directory = try ScratchDirectory()
+        let idp = try IdentityProvider(directory: directory, options: idpOptions)
+        try await idp.start()
+        let proxy = try FaultProxy(upstreamPort: idp.port)
+        try await proxy.start()
+        try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
+        let config = DaemonProcess.configuration(
+            extraDaemon: daemonExtra,
+            providers: idp.providerConfiguration(name: "example", extra: providerExtra, endpoint: proxy.tokenEndpoint)
+        )
+        let daemon = try DaemonProcess(configuration: config, directory: directory)
+        try await daemon.start()
+        return (IdPDaemon(directory: directory, idp: idp, daemon: daemon), proxy)
+    }
+
     /// Adds a freshly minted credential for `user` and returns the token response.
     @discardableResult
     func addMinted(_ user: String, lifetime: Int = 3600, client: RawClient) async throws -> [String: Any] {
