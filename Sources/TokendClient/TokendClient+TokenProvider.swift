@@ -50,8 +50,9 @@ extension TokendClient {
         let method = TokenProviderMethod.provideTokenReplacement.rawValue
         try Self.checkIdentifier(userIdentifier, name: "userIdentifier", method: method)
         let seconds = Self.wholeSecondsRoundingUp(minValidity)
+        let now = WallClock.nowSeconds()
         let lookup = cache.withLock { cache in
-            cache.lookup(userIdentifier, minValiditySeconds: seconds, rejectedToken: rejectedToken, now: WallClock.nowSeconds())
+            cache.lookup(userIdentifier, minValiditySeconds: seconds, rejectedToken: rejectedToken, now: now)
         }
         if case .hit(let credentials) = lookup {
             countCacheHit()
@@ -67,9 +68,7 @@ extension TokendClient {
             reply = try await singleReply(call)
         } catch {
             // The credential is gone or needs a new login: its cached token must not answer.
-            if error.code == .unknownUser || error.code == .reauthenticationRequired || error.code == .permissionDenied {
-                cache.withLock { $0.remove(userIdentifier) }
-            }
+            if error.endsCredential { cache.withLock { $0.remove(userIdentifier) } }
             throw error
         }
         let credentials: Credentials

@@ -5,8 +5,8 @@ extension TokendClient {
     /// The credentials of `userIdentifier` as they change, from the daemon's `Watch` method.
     ///
     /// The stream runs on a connection of its own (a `Watch` holds its connection until its
-    /// last reply), opened when iteration starts. It yields the current credentials first and
-    /// then each new token; each one also refreshes the in-process cache. When the connection
+    /// last reply), opened at once by a task of its own. It yields the current credentials
+    /// first and then each new token; each one also refreshes the in-process cache. When the connection
     /// is lost after the first reply (the daemon restarted), it reconnects with exponential
     /// backoff (see ``ReconnectBackoff``) and calls `Watch` again, skipping credentials equal to
     /// the ones it delivered last. It ends by throwing ``TokendClientError`` on removal
@@ -18,11 +18,19 @@ extension TokendClient {
     ///   - userIdentifier: whose credentials.
     ///   - backoff: the delays between reconnection attempts.
     /// - Returns: the sequence of credentials.
-    public func updates(for userIdentifier: String, backoff: ReconnectBackoff = ReconnectBackoff()) -> CredentialUpdates {
+    public func updates(
+        for userIdentifier: String,
+        backoff: ReconnectBackoff = ReconnectBackoff()
+    ) -> CredentialUpdates {
         let (stream, continuation) = AsyncStream<Result<Credentials, TokendClientError>>.makeStream(
             bufferingPolicy: .bufferingNewest(1)
         )
-        let watcher = Watcher(client: self, userIdentifier: userIdentifier, backoff: backoff, continuation: continuation)
+        let watcher = Watcher(
+            client: self,
+            userIdentifier: userIdentifier,
+            backoff: backoff,
+            continuation: continuation
+        )
         let task = Task { await watcher.run() }
         continuation.onTermination = { _ in task.cancel() }
         return CredentialUpdates(stream: stream)
@@ -34,7 +42,7 @@ extension TokendClient {
 private struct Watcher: Sendable {
     let client: TokendClient
     let userIdentifier: String
-    var backoff: ReconnectBackoff
+    let backoff: ReconnectBackoff
     let continuation: AsyncStream<Result<Credentials, TokendClientError>>.Continuation
 
     /// What the reply callback (on the event loop) shares with the task.
@@ -87,7 +95,8 @@ private struct Watcher: Sendable {
             case .failed(let error):
                 // Retry only what a daemon restart explains, and only once the stream worked:
                 // a wrong socket or a daemon that is not running is reported at once.
-                let transient = error.code == .daemonUnavailable || error.code == .timeout || error.code == .protocolError
+                let transient =
+                    error.code == .daemonUnavailable || error.code == .timeout || error.code == .protocolError
                 guard transient, state.everReceived else {
                     finish(throwing: error)
                     return
@@ -171,9 +180,7 @@ private struct Watcher: Sendable {
         if let name = reply.error {
             let error = TokendClientError(varlinkErrorName: name, parameters: reply.parameters, call: call)
             shared.withLock { $0.terminal = error }
-            if error.code == .unknownUser || error.code == .reauthenticationRequired || error.code == .permissionDenied {
-                client.cache.withLock { $0.remove(userIdentifier) }
-            }
+            if error.endsCredential { client.cache.withLock { $0.remove(userIdentifier) } }
             return false
         }
         let credentials: Credentials

@@ -36,7 +36,8 @@ enum ProcessEnvironment {
         if program.contains("/") {
             candidates = [program]
         } else {
-            let path = environment.last(where: { $0.hasPrefix("PATH=") }).map { String($0.dropFirst(5)) }
+            let path =
+                environment.last(where: { $0.hasPrefix("PATH=") }).map { String($0.dropFirst(5)) }
                 ?? "/usr/local/bin:/usr/bin:/bin"
             candidates = path.split(separator: ":", omittingEmptySubsequences: false).map { directory in
                 (directory.isEmpty ? "." : String(directory)) + "/" + program

@@ -7,8 +7,8 @@ extension Tokenctl {
         static let configuration = CommandConfiguration(
             abstract: "Store a credential from a token endpoint's JSON response.",
             discussion: """
-                Reads the token endpoint's response — a JSON object with access_token and \
-                optionally refresh_token, expires_in, token_type and scope — from stdin, or \
+                Reads the token endpoint's response (a JSON object with access_token and \
+                optionally refresh_token, expires_in, token_type and scope) from stdin, or \
                 from --from-file. Tokens are never taken from the command line, where other \
                 users could see them.
 

@@ -24,7 +24,9 @@ extension Tokenctl {
         @Argument(help: "The user identifier whose token to watch.")
         var user: String
 
-        @Flag(name: .customLong("show-token"), help: "Also print each new access token (visible to anyone who sees the output).")
+        @Flag(
+            name: .customLong("show-token"),
+            help: "Also print each new access token (visible to anyone who sees the output).")
         var showToken = false
 
         func validate() throws {

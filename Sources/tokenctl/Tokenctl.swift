@@ -13,6 +13,9 @@ struct Tokenctl: AsyncParsableCommand {
 
             Exit status:
             \(TokenctlExitStatus.helpText)
+
+            Shell completion: tokenctl --generate-completion-script bash (or zsh, fish) prints \
+            a script to install, e.g. as /usr/share/bash-completion/completions/tokenctl.
             """,
         subcommands: [Status.self, Token.self, Watch.self, Exec.self, Add.self, Remove.self, RotateKey.self],
         defaultSubcommand: Status.self

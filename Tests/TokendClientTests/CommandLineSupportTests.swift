@@ -48,6 +48,8 @@ struct StatusTableTests {
                 issuedAt: 0,
                 sessionStartedAt: 0,
                 nextRefreshAt: Self.now + 30,
+                lastRefreshAt: Self.now - 302,
+                refreshCount: 7,
                 lastError: "the IdP answered 503"
             ),
             CredentialStatus(
@@ -65,9 +67,9 @@ struct StatusTableTests {
             text == """
                 tokend 0.1.0, up 2h 3m; 2 credentials: 1 valid, 1 retrying; next refresh in 4m 10s
 
-                USER   PROVIDER  STATE     EXPIRES IN  NEXT REFRESH  LAST ERROR
-                alice  example   valid     14m 3s      9m 3s         -
-                bob    example   retrying  expired     30s           the IdP answered 503
+                USER   PROVIDER  STATE     EXPIRES IN  NEXT REFRESH  LAST REFRESH  REFRESHES  LAST ERROR
+                alice  example   valid     14m 3s      9m 3s         -             0          -
+                bob    example   retrying  expired     30s           5m 2s ago     7          the IdP answered 503
 
                 """
         )

@@ -416,6 +416,13 @@ struct ClientLibraryTests {
         let help = try await runCommand(Repository.binary("tokenctl"), ["--help"])
         let subcommands = help.stdout.components(separatedBy: "SUBCOMMANDS:").last ?? ""
         for name in ["watch", "exec"] { #expect(subcommands.contains(name)) }
+        #expect(help.stdout.contains("--generate-completion-script"))
+        for name in ["status", "token", "watch", "exec", "add", "remove", "rotate-key"] {
+            let page = try await runCommand(Repository.binary("tokenctl"), ["help", name])
+            let overview = page.stdout.components(separatedBy: "\n\n").first ?? ""
+            let abstract = overview.replacingOccurrences(of: "OVERVIEW: ", with: "").replacingOccurrences(of: "\n", with: " ")
+            #expect(abstract.hasSuffix(".") && !abstract.dropLast().contains(". "), "\(name): \(abstract)")
+        }
     }
 }
 

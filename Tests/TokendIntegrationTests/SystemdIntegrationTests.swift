@@ -72,7 +72,8 @@ struct SystemdIntegrationTests {
 
         let pid = daemon.process.processIdentifier
         kill(pid, SIGSTOP)
-        try await Task.sleep(for: .milliseconds(150))  // what was already sent arrives
+        #expect(await Self.eventually { Self.processState(pid) == "T" }, "the daemon is stopped")
+        try await Task.sleep(for: .milliseconds(300))  // what was sent before arrives
         let frozen = notify.count(of: "WATCHDOG")
         // Three timeouts' worth (1.2 s): systemd would have restarted it.
         try await Task.sleep(for: .milliseconds(1200))
@@ -249,8 +250,7 @@ struct SystemdIntegrationTests {
         let stopped = ContinuousClock.now
         kill(daemon.process.processIdentifier, SIGTERM)
         #expect(await notify.waitFor { $0.contains { $0["STOPPING"] == "1" } })
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(!RawClient.canConnect(socketPath), "no new connections once stopping")
+        #expect(await Self.eventually { !RawClient.canConnect(socketPath) }, "no new connections once stopping")
 
         let answer = try await caller.value
         #expect(answer.error == nil, "\(answer)")
@@ -263,6 +263,23 @@ struct SystemdIntegrationTests {
         try await again.start()
         #expect(try RawClient(path: again.socketPath).call(Tokens.tokenCall(user: "ex")).accessToken == answer.token)
         #expect(try await again.stop() == 0)
+    }
+
+    @Test func aWatchingClientDoesNotHoldUpAStop() async throws {
+        let daemon = try DaemonProcess()
+        try await daemon.start()
+        let client = try RawClient(path: daemon.socketPath)
+        #expect(try client.call(Tokens.addCall(user: "alice", access: Tokens.random("w-"), refresh: "r")).errorName == nil)
+        let watcher = try RawClient(path: daemon.socketPath)
+        try watcher.send(#"{"method":"io.tokend.TokenProvider.Watch","parameters":{"userIdentifier":"alice"},"more":true}"#)
+        let first = try #require(try watcher.receive())
+        #expect(first.contains(#""continues":true"#))
+
+        let stopped = ContinuousClock.now
+        #expect(try await daemon.stop() == 0)
+        // Well within shutdown_timeout (10 s): the stream ends with the connection.
+        #expect(ContinuousClock.now - stopped < .seconds(5))
+        #expect(try watcher.receive() == nil)
     }
 
     // MARK: Metrics
@@ -339,7 +356,7 @@ struct SystemdIntegrationTests {
         // The textfile catches up with the change, written atomically (never half a file).
         let textfile = directory.file("tokend.prom")
         var fileSamples: [String: Double] = [:]
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             if let text = try? String(contentsOfFile: textfile, encoding: .utf8),
                 let parsed = try? PrometheusText.parse(text),
@@ -455,6 +472,24 @@ struct SystemdIntegrationTests {
     }
 
     // MARK: Helpers
+
+    /// Polls `condition` until it holds or `timeout` passes.
+    static func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    /// The state letter of a process in /proc (R, S, T for stopped, …).
+    static func processState(_ pid: Int32) -> String? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        return stat[stat.index(after: close)...].split(separator: " ").first.map(String.init)
+    }
 
     static func environment(_ extra: [String: String]) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
@@ -602,7 +637,7 @@ final class LaunchedProcess: @unchecked Sendable {
 
     init(directory: ScratchDirectory, executable: String, arguments: [String], journalStream: Bool = false) throws {
         logPath = directory.file("tokend.log")
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = FileHandle(forWritingAtPath: logPath)!
         var environment = SystemdIntegrationTests.environment([:])
         if journalStream {

@@ -45,4 +45,15 @@ public enum DurationText {
         guard !overflow else { return deadline > now ? "never" : "due" }
         return remaining > 0 ? format(seconds: remaining) : "due"
     }
+
+    /// How long ago an event happened: `5m 2s ago`, `just now`, or `-` when it never did.
+    /// - Parameters:
+    ///   - moment: when it happened, in seconds since the epoch, if at all.
+    ///   - now: the current time, in seconds since the epoch.
+    public static func ago(_ moment: Int64?, now: Int64) -> String {
+        guard let moment else { return "-" }
+        let (elapsed, overflow) = now.subtractingReportingOverflow(moment)
+        guard !overflow, elapsed > 0 else { return "just now" }
+        return format(seconds: elapsed) + " ago"
+    }
 }

@@ -10,7 +10,8 @@ public enum ExecEnvironment {
     public static func isValidName(_ name: String) -> Bool {
         guard let first = name.utf8.first, name.utf8.count <= 255 else { return false }
         func isLetter(_ byte: UInt8) -> Bool {
-            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
                 || byte == UInt8(ascii: "_")
         }
         return isLetter(first)

@@ -7,7 +7,7 @@ import TokendProtocol
 /// characters before it reaches a terminal.
 public enum StatusTable {
     /// The column titles, in order.
-    public static let columns = ["USER", "PROVIDER", "STATE", "EXPIRES IN", "NEXT REFRESH", "LAST ERROR"]
+    public static let columns = ["USER", "PROVIDER", "STATE", "EXPIRES IN", "NEXT REFRESH", "LAST REFRESH", "REFRESHES", "LAST ERROR"]
     /// The longest `LAST ERROR` shown; the full text is in `--json`.
     public static let maximumErrorLength = 60
 
@@ -60,6 +60,7 @@ public enum StatusTable {
         return [
             clean(status.userIdentifier), clean(status.provider), clean(status.state),
             DurationText.expiresIn(status.expiresAt, now: now), DurationText.until(status.nextRefreshAt, now: now),
+            DurationText.ago(status.lastRefreshAt, now: now), String(status.refreshCount),
             lastError,
         ]
     }

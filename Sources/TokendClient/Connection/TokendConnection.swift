@@ -111,7 +111,10 @@ public final class TokendConnection: Sendable {
     /// - Throws: ``TokendClientError``: `daemonUnavailable` (the connection closed),
     ///   `protocolError`, `cancelled` (the task was cancelled; the stream's later replies are
     ///   dropped, so close the connection).
-    func stream(_ call: VarlinkCall, onReply: @escaping @Sendable (VarlinkReply) -> Void) async throws(TokendClientError) {
+    func stream(
+        _ call: VarlinkCall,
+        onReply: @escaping @Sendable (VarlinkReply) -> Void
+    ) async throws(TokendClientError) {
         _ = try await perform(call, timeout: nil, onReply: onReply)
     }
 

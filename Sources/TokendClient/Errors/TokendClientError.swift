@@ -116,6 +116,12 @@ public struct TokendClientError: Error, Sendable, Hashable, CustomStringConverti
     /// The `userIdentifier` parameter of the Varlink error, when it has one.
     public var userIdentifier: String? { parameters["userIdentifier"]?.stringValue }
 
+    /// Whether the error means the credential cannot be used any more (removed, needs a new
+    /// login, or not readable by this caller), so a cached token of it must not be served.
+    var endsCredential: Bool {
+        code == .unknownUser || code == .reauthenticationRequired || code == .permissionDenied
+    }
+
     /// For ``Code/refreshFailed``: when tokend will try again, in seconds since the epoch.
     public var retryAt: Int64? { parameters["retryAt"]?.int64Value }
 

@@ -104,8 +104,12 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
             closeIfFinished(context: context)
         } else if event is ChannelShouldQuiesceEvent {
             // Graceful stop (the listener has stopped reading from this connection): answer the
-            // calls already received, then close, as when the client shuts down its side.
+            // calls already received, then close, as when the client shuts down its side. A
+            // `Watch` stream has no last reply to wait for: it ends with the connection.
             inputClosed = true
+            for index in slots.indices where slots[index].isStream { slots[index].isComplete = true }
+            drain(context: context)
+            flushIfNeeded(context: context)
             closeIfFinished(context: context)
         }
         context.fireUserInboundEventTriggered(event)
