@@ -113,27 +113,9 @@ enum ScrapedMetrics {
 
     /// One scrape as `series → value`, e.g. `tokend_connections`.
     static func scrape(_ directory: ScratchDirectory) throws -> [String: Double] {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        guard RawClient.connect(fd, directory.file("metrics.sock")) == 0 else { throw TestFailure("cannot connect to the metrics socket") }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let request = Array("GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
-            throw TestFailure("send failed")
-        }
-        var response: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = recv(fd, &chunk, chunk.count, 0)
-            if count == 0 { break }
-            guard count > 0 else { throw TestFailure("recv failed: errno \(errno)") }
-            response += chunk[..<count]
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        guard let split = text.range(of: "\r\n\r\n") else { throw TestFailure("not an HTTP response") }
+        let response = try httpGet(unixSocket: directory.file("metrics.sock"), path: "/metrics")
         var samples: [String: Double] = [:]
-        for line in text[split.upperBound...].split(separator: "\n") where !line.hasPrefix("#") {
+        for line in response.body.split(separator: "\n") where !line.hasPrefix("#") {
             guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
             samples[String(line[..<space])] = value
         }

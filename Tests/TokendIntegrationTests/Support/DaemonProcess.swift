@@ -107,15 +107,7 @@ final class DaemonProcess: @unchecked Sendable {
     /// Sends SIGTERM and waits for the process to exit.
     @discardableResult
     func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(20)) async throws -> Int32 {
-        guard process.isRunning else { return process.terminationStatus }
-        kill(process.processIdentifier, signal)
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            throw TestFailure("tokend did not stop within \(timeout) of signal \(signal)")
-        }
-        return process.terminationStatus
+        try await terminate(process, signal: signal, timeout: timeout)
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
@@ -123,6 +115,20 @@ final class DaemonProcess: @unchecked Sendable {
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
+}
+
+/// Sends `signal` and waits for the process to exit; SIGKILLs it and fails after `timeout`.
+@discardableResult
+func terminate(_ process: Process, signal: Int32 = SIGTERM, timeout: Duration = .seconds(20)) async throws -> Int32 {
+    guard process.isRunning else { return process.terminationStatus }
+    kill(process.processIdentifier, signal)
+    let deadline = ContinuousClock.now + timeout
+    while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+    if process.isRunning {
+        kill(process.processIdentifier, SIGKILL)
+        throw TestFailure("\(process.executableURL?.lastPathComponent ?? "process") did not stop within \(timeout) of signal \(signal)")
+    }
+    return process.terminationStatus
 }
 
 /// Runs a command to completion with a time limit and returns its exit status and output.
