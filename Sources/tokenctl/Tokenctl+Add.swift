@@ -52,11 +52,7 @@ extension Tokenctl {
         var replace = false
 
         func validate() throws {
-            guard Identifier.isValid(user) else {
-                throw ValidationError(
-                    "The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'."
-                )
-            }
+            try UserArgument.validate(user)
             guard Identifier.isValid(provider) else {
                 throw ValidationError(
                     "The provider name must be 1 to 255 printable ASCII characters without spaces or '/'."

@@ -32,14 +32,7 @@ extension Tokenctl {
         )
         var variable: String = ExecEnvironment.defaultName
 
-        @Option(
-            name: .customLong("min-valid"),
-            help: ArgumentHelp(
-                "The token must stay valid for at least this long; tokend refreshes first if needed.",
-                valueName: "seconds"
-            )
-        )
-        var minValid: Int = 0
+        @OptionGroup var validity: MinimumValidity
 
         @Argument(
             parsing: .postTerminator,
@@ -48,12 +41,7 @@ extension Tokenctl {
         var command: [String] = []
 
         func validate() throws {
-            guard Identifier.isValid(user) else {
-                throw ValidationError(
-                    "The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'."
-                )
-            }
-            guard minValid >= 0 else { throw ValidationError("--min-valid must not be negative.") }
+            try UserArgument.validate(user)
             guard ExecEnvironment.isValidName(variable) else {
                 throw ValidationError("--env must be a variable name: a letter or '_', then letters, digits and '_'.")
             }
@@ -66,7 +54,7 @@ extension Tokenctl {
             let client = global.makeClient()
             let credentials: Credentials
             do {
-                credentials = try await client.credentials(for: user, minValidity: .seconds(minValid))
+                credentials = try await client.credentials(for: user, minValidity: validity.duration)
             } catch {
                 throw Terminal.fail(error)
             }

@@ -14,11 +14,7 @@ extension Tokenctl {
         var user: String
 
         func validate() throws {
-            guard Identifier.isValid(user) else {
-                throw ValidationError(
-                    "The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'."
-                )
-            }
+            try UserArgument.validate(user)
         }
 
         func run() async throws {

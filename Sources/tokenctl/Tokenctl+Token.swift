@@ -23,14 +23,7 @@ extension Tokenctl {
         @Argument(help: "The user identifier whose token to print.")
         var user: String
 
-        @Option(
-            name: .customLong("min-valid"),
-            help: ArgumentHelp(
-                "The token must stay valid for at least this long; tokend refreshes first if needed.",
-                valueName: "seconds"
-            )
-        )
-        var minValid: Int = 0
+        @OptionGroup var validity: MinimumValidity
 
         @Flag(
             name: .customLong("rejected-token-stdin"),
@@ -39,12 +32,7 @@ extension Tokenctl {
         var rejectedTokenFromStandardInput = false
 
         func validate() throws {
-            guard minValid >= 0 else { throw ValidationError("--min-valid must not be negative.") }
-            guard Identifier.isValid(user) else {
-                throw ValidationError(
-                    "The user identifier must be 1 to 255 printable ASCII characters without spaces or '/'."
-                )
-            }
+            try UserArgument.validate(user)
         }
 
         func run() async throws {
@@ -65,7 +53,7 @@ extension Tokenctl {
             do {
                 credentials = try await client.credentials(
                     for: user,
-                    minValidity: .seconds(minValid),
+                    minValidity: validity.duration,
                     rejectedToken: rejectedToken
                 )
             } catch {
