@@ -1,0 +1,2 @@
+// Declarations only: the definitions come from libFuzzer (`-sanitize=fuzzer`).
+#include "CLibFuzzer.h"

@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+import TokendConfig
+import TokendJSON
+
+/// Replays the committed libFuzzer corpus and minimised crashes of `Fuzz/Sources/fuzz-config`
+/// (see `scripts/fuzz`) without sanitizers. An input is a JSON text standing for the document tree
+/// the TOML reader produces (`null` stands for a TOML date); validating it never crashes, and an
+/// error message never contains the client secret read from a file.
+struct FuzzCorpusReplayTests {
+    static let target = "fuzz-config"
+    static let secret = "fuzz-secret-4f1c2a"
+
+    @Test func corpusIsPresent() {
+        #expect(!FuzzInputs.files(Self.target).isEmpty, "Fuzz/Corpus/\(Self.target) is missing or empty")
+    }
+
+    @Test func configurationValidation() throws {
+        for file in FuzzInputs.files(Self.target) {
+            try configurationValidation(file, try FuzzInputs.contents(file))
+        }
+    }
+
+    func configurationValidation(_ file: String, _ bytes: [UInt8]) throws {
+        guard let json = try? JSONParser.parse(bytes) else { return }
+        let parser = ConfigurationParser(file: "/etc/tokend/tokend.toml", baseDirectory: "/etc/tokend") { path in
+            guard !path.hasSuffix("missing") else { throw ConfigurationError(file: path, key: "", problem: "no such file") }
+            return path.hasSuffix("empty") ? "\n" : Self.secret + "\r\n"
+        }
+        do {
+            _ = try parser.parse(Self.document(json))
+        } catch {
+            #expect(!error.description.contains(Self.secret), "a configuration error shows the client secret for \(file)")
+        }
+    }
+
+    static func document(_ json: JSONValue) -> ConfigValue {
+        switch json {
+        case .null: .other("date")
+        case .bool(let b): .boolean(b)
+        case .int(let i): .integer(Int(i))
+        case .double(let d): .float(d)
+        case .string(let s): .string(s)
+        case .array(let elements): .array(elements.map(document))
+        case .object(let object):
+            .table(Dictionary(object.members.map { ($0.key, document($0.value)) }, uniquingKeysWith: { first, _ in first }))
+        }
+    }
+}
+
+/// The files of `Fuzz/Corpus/<target>/` and `Fuzz/Crashes/<target>/`, relative to the repository root.
+enum FuzzInputs {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static func files(_ target: String) -> [String] {
+        ["Fuzz/Corpus/\(target)", "Fuzz/Crashes/\(target)"].flatMap { directory in
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(directory).path)) ?? []
+            return names.filter { !$0.hasPrefix(".") }.sorted().map { "\(directory)/\($0)" }
+        }
+    }
+
+    static func contents(_ file: String) throws -> [UInt8] {
+        [UInt8](try Data(contentsOf: root.appendingPathComponent(file)))
+    }
+}
