@@ -61,7 +61,9 @@ public enum RetryAfter {
 enum HTTPDate {
     static func parse(_ text: String) -> Timestamp? {
         let parts = text.split(separator: " ")
-        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]) else { return nil }
+        // IMF-fixdate years have four digits; a longer one would overflow `daysFromCivil` (found by fuzzing).
+        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]), (0...9999).contains(year)
+        else { return nil }
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         guard let monthIndex = months.firstIndex(of: String(parts[2])) else { return nil }
         let time = parts[4].split(separator: ":").compactMap { Int($0) }
