@@ -83,15 +83,20 @@ final class IdentityProvider: @unchecked Sendable {
         guard await ready.value else { throw TestFailure("the test IdP did not become ready within \(timeout): \(self.log)") }
     }
 
+    /// Stops the server and everything it started. `idp.py` runs gunicorn as a child, and a
+    /// child can outlive its parent, so the signals go to the whole process group (Foundation
+    /// starts each child as the leader of a new group).
     func stop() async {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
+        let group = -process.processIdentifier
+        guard process.processIdentifier > 0 else { return }
+        if process.isRunning { kill(group, SIGTERM) }
         let deadline = ContinuousClock.now + .seconds(15)
         while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        // Whatever is left of the group (gunicorn workers) goes too.
+        kill(group, SIGKILL)
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit { if process.processIdentifier > 0 { kill(-process.processIdentifier, SIGKILL) } }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
