@@ -30,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Pure logic: credential model, deadlines, access policy, token-response parsing.
@@ -71,6 +73,18 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The shared store for several hosts: PostgreSQL through postgres-nio, with refresh
+        // leases and change notifications.
+        .target(
+            name: "TokendPostgres",
+            dependencies: [
+                "TokendCore", "TokendStorage",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -90,7 +104,7 @@ let package = Package(
             name: "TokendServer",
             dependencies: [
                 "TokendCore", "TokendProtocol", "TokendStorage", "TokendConfig", "TokendOAuth", "CTokendShims",
-                "TokendSystemd",
+                "TokendSystemd", "TokendPostgres",
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -150,6 +164,7 @@ let package = Package(
         .testTarget(name: "TokendOAuthTests", dependencies: ["TokendOAuth", "TokendCore"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendConfigTests", dependencies: ["TokendConfig"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendStorageTests", dependencies: ["TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "TokendPostgresTests", dependencies: ["TokendPostgres", "TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TokendClientTests",
             dependencies: [
