@@ -74,6 +74,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -161,7 +162,11 @@ let package = Package(
             dependencies: ["TokendSystemd", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "TokendOAuthTests", dependencies: ["TokendOAuth", "TokendCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TokendOAuthTests",
+            dependencies: ["TokendOAuth", "TokendCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "TokendConfigTests", dependencies: ["TokendConfig"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendStorageTests", dependencies: ["TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendPostgresTests", dependencies: ["TokendPostgres", "TokendStorage", "TokendCore"], swiftSettings: swiftSettings),

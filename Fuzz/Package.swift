@@ -51,5 +51,6 @@ let package = Package(
         .executableTarget(name: "fuzz-token-response", dependencies: ["FuzzSupport", "TokendCore", "TokendJSON"], swiftSettings: swiftSettings),
         .executableTarget(name: "fuzz-config", dependencies: ["FuzzSupport", "TokendConfig", "TokendJSON"], swiftSettings: swiftSettings),
         .executableTarget(name: "fuzz-jwt", dependencies: ["FuzzSupport", "TokendCore", "TokendJSON"], swiftSettings: swiftSettings),
+        .executableTarget(name: "fuzz-hat", dependencies: ["FuzzSupport", "TokendCore", "TokendJSON"], swiftSettings: swiftSettings),
     ]
 )

@@ -15,8 +15,8 @@ REPO_DIR=$(dirname "$BENCH_DIR")
 BIN="$BENCH_DIR/.bin"
 
 # ------------------------------------------------------------------ settings
-TOKEND_BIN=${TOKEND_BIN:-$REPO_DIR/.build/release/tokend}
-TOKENCTL_BIN=${TOKENCTL_BIN:-$REPO_DIR/.build/release/tokenctl}
+TOKEND_BIN=${TOKEND_BIN:-$REPO_DIR/.build-release/release/tokend}
+TOKENCTL_BIN=${TOKENCTL_BIN:-$REPO_DIR/.build-release/release/tokenctl}
 CONNECTIONS=${CONNECTIONS:-"1 2 64"}   # persistent-connection rows
 REQUESTS=${REQUESTS:-200000}           # per run, total over all connections ...
 DURATION=${DURATION:-10}               # ... or this many seconds, whichever first
@@ -50,7 +50,7 @@ usage: $0 [options]
   --reply-bytes N         floor-only: reply size of the stand-in (default 100)
   --results-dir DIR       where socket-<timestamp>.json goes (default bench/results)
   --keep-tmp              keep the temp dir (config, logs, raw results)
-env: TOKEND_BIN, TOKENCTL_BIN (default .build/release/{tokend,tokenctl}), FLOOR_MODE
+env: TOKEND_BIN, TOKENCTL_BIN (default .build-release/release/{tokend,tokenctl}), FLOOR_MODE
      (thread|epoll, default thread), FLOOR_CPR_MODE (default epoll), PIN_CPU (default 0)
 EOF
 }
@@ -87,9 +87,9 @@ log() { echo "socket-bench: $*" >&2; }
 # ------------------------------------------------------------- preconditions
 if [ "$FLOOR_ONLY" != 1 ]; then
     [ -x "$TOKEND_BIN" ] || die "tokend binary not found or not executable: $TOKEND_BIN
-  build it first (swift build -c release) or set TOKEND_BIN=/path/to/tokend; or use --floor-only"
+  build it first (swift build -c release --scratch-path .build-release) or set TOKEND_BIN=/path/to/tokend; or use --floor-only"
     [ -x "$TOKENCTL_BIN" ] || die "tokenctl binary not found or not executable: $TOKENCTL_BIN
-  build it first (swift build -c release) or set TOKENCTL_BIN=/path/to/tokenctl; or use --floor-only"
+  build it first (swift build -c release --scratch-path .build-release) or set TOKENCTL_BIN=/path/to/tokenctl; or use --floor-only"
 fi
 NCPU=$(nproc)
 if [ "$DO_PIN" = 1 ] && [ "$PIN_CPU" -ge "$NCPU" ]; then die "PIN_CPU=$PIN_CPU but only $NCPU CPUs"; fi
@@ -306,9 +306,9 @@ median_file() { # row target -> the raw file whose req/s is the median of the re
 ANY_BAD=0
 TABLE="$TMP/table.txt"
 {
-    printf '%-22s | %12s %8s %8s %8s | %12s %8s %8s | %6s\n' "mode / connections" \
-        "$TARGET_NAME r/s" "p50 us" "p99 us" "p99.9 us" "floor r/s" "p50 us" "p99 us" "ratio"
-    printf '%s\n' "-----------------------+--------------------------------------------------+----------------------------------+-------"
+    printf '%-22s | %12s %8s %8s %8s | %12s %8s %8s %8s | %6s\n' "mode / connections" \
+        "$TARGET_NAME r/s" "p50 us" "p99 us" "p99.9 us" "floor r/s" "p50 us" "p99 us" "p99.9 us" "ratio"
+    printf '%s\n' "-----------------------+--------------------------------------------------+-------------------------------------------+-------"
 } >"$TABLE"
 ROWS_JSON=""
 for row in "${ROWS[@]}"; do
@@ -322,9 +322,10 @@ for row in "${ROWS[@]}"; do
         if [ "$(jfield "$j" errors)" != 0 ] || [ "$(jfield "$j" io_failures)" != 0 ] ||
             [ "$(jfield "$j" mismatches)" != 0 ]; then flag=" !"; ANY_BAD=1; fi
     done
-    printf '%-22s | %12.0f %8.1f %8.1f %8.1f | %12.0f %8.1f %8.1f | %6s%s\n' \
+    printf '%-22s | %12.0f %8.1f %8.1f %8.1f | %12.0f %8.1f %8.1f %8.1f | %6s%s\n' \
         "${ROW_DESC[$row]} / ${ROW_CONNS[$row]}" "$t_rps" "$(jfield "$tj" p50_us)" "$(jfield "$tj" p99_us)" \
-        "$(jfield "$tj" p999_us)" "$f_rps" "$(jfield "$fj" p50_us)" "$(jfield "$fj" p99_us)" "$ratio" "$flag" >>"$TABLE"
+        "$(jfield "$tj" p999_us)" "$f_rps" "$(jfield "$fj" p50_us)" "$(jfield "$fj" p99_us)" "$(jfield "$fj" p999_us)" \
+        "$ratio" "$flag" >>"$TABLE"
     reps_t=$(for f in "$RAW/$row".tokend.*.json; do cat "$f"; done | paste -sd, -)
     reps_f=$(for f in "$RAW/$row".floor.*.json; do cat "$f"; done | paste -sd, -)
     ROWS_JSON+="${ROWS_JSON:+,}{\"row\":\"$row\",\"mode\":\"${ROW_DESC[$row]}\",\"connections\":${ROW_CONNS[$row]},"

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 need=()
-for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd; do
+for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

@@ -19,3 +19,9 @@ int tokend_clock_step_timerfd(void) {
     }
     return fd;
 }
+
+#include <sys/prctl.h>
+
+int tokend_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int tokend_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }

@@ -46,11 +46,13 @@ public struct ConfigurationParser {
         if let timeout = try daemon.duration("http_connect_timeout") { configuration.refreshLimits.httpConnectTimeout = timeout }
         if let timeout = try daemon.duration("http_timeout") { configuration.refreshLimits.httpTimeout = timeout }
         if let timeout = try daemon.duration("shutdown_timeout") { configuration.shutdownTimeout = timeout }
+        if let timeout = try daemon.duration("message_timeout") { configuration.messageTimeout = timeout }
         if let level = try daemon.string("log_level") {
             let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
             guard levels.contains(level) else { throw daemon.error("log_level", "\"\(level)\" is not one of \(levels.joined(separator: ", "))") }
             configuration.logLevel = level
         }
+        configuration.nodeName = try parseNodeName(&daemon)
         try daemon.finish()
 
         let providersReader = try ConfigTableReader(file: file, path: "providers", value: root.raw("providers"))
@@ -74,6 +76,7 @@ public struct ConfigurationParser {
             configuration.tokenFiles[user] = sink
         }
         configuration.metrics = try parseMetrics(root.raw("metrics"))
+        configuration.store = try parseStore(root.raw("store"), limits: configuration.refreshLimits)
         try root.finish()
         return configuration
     }
@@ -117,8 +120,10 @@ public struct ConfigurationParser {
             var resolved = command
             resolved[0] = resolve(program)
             kind = .exec(ExecSettings(command: resolved, timeout: try table.duration("timeout") ?? .seconds(10)))
+        case "hat":
+            kind = .hat(try parseHAT(&table, policy: &policy))
         default:
-            throw table.error("kind", "unknown provider kind \"\(kindName)\" (supported: oauth2, exec)")
+            throw table.error("kind", "unknown provider kind \"\(kindName)\" (supported: oauth2, exec, hat)")
         }
         try table.finish()
         var provider = ProviderConfiguration(name: name, kind: kind, refreshPolicy: policy)
@@ -145,6 +150,23 @@ public struct ConfigurationParser {
         var settings = OAuth2Settings(tokenEndpoint: tokenEndpoint, issuer: issuer, clientID: try table.requiredString("client_id"))
         settings.revocationEndpoint = revocationEndpoint
         settings.scope = try table.string("scope")
+        if let scopes = try table.stringArray("scopes") {
+            guard settings.scope == nil else { throw table.error("scopes", "set either scope or scopes, not both") }
+            settings.scope = scopes.joined(separator: " ")
+        }
+        settings.authorizationEndpoint = try table.string("authorization_endpoint")
+        settings.deviceAuthorizationEndpoint = try table.string("device_authorization_endpoint")
+        for (key, url) in [("authorization_endpoint", settings.authorizationEndpoint), ("device_authorization_endpoint", settings.deviceAuthorizationEndpoint)] {
+            guard let url else { continue }
+            do {
+                _ = try EndpointPolicy.check(url)
+            } catch {
+                throw table.error(key, error.description)
+            }
+        }
+        settings.redirectPort = try table.integer("redirect_port", in: 1...65535)
+        settings.verifyAccessToken = try table.boolean("verify_access_token") ?? false
+        settings.audience = try table.string("audience")
         if let caFile = try table.string("ca_file") { settings.caFile = resolve(caFile) }
         if let auth = try table.string("client_auth") {
             guard let method = ClientAuthentication(rawValue: auth) else {

@@ -36,8 +36,15 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var tokenFiles: [String: TokenFileConfiguration] = [:]
     /// How long a graceful stop waits for in-flight replies and grants before closing anyway.
     public var shutdownTimeout: Duration = .seconds(10)
+    /// A client that begins a message must finish it within this (time the daemon waits on the
+    /// client only); otherwise its connection is closed (a "slowloris" client).
+    public var messageTimeout: Duration = .seconds(10)
     /// The Prometheus endpoint and textfile (off by default).
     public var metrics: MetricsConfiguration = MetricsConfiguration()
+    /// Where credentials are kept (`[store]`): SQLite by default, or a shared PostgreSQL database.
+    public var store: StoreConfiguration = .sqlite
+    /// This node's name among those sharing a store (`daemon.node_name`); `nil` means the host name.
+    public var nodeName: String?
 
     public static let defaultConfigurationFile = "/etc/tokend/tokend.toml"
     public static let defaultSocketPath = "/run/tokend/io.tokend"
@@ -85,6 +92,8 @@ public struct ProviderConfiguration: Sendable, Hashable {
         case oauth2(OAuth2Settings)
         /// A local command that performs the refresh.
         case exec(ExecSettings)
+        /// A HAT PDA: verified RS256 tokens, renewed through a response header.
+        case hat(HATSettings)
     }
 
     /// Grants per second this provider may receive from tokend (a token bucket).
@@ -122,6 +131,17 @@ public struct OAuth2Settings: Sendable, Hashable {
     public var scope: String?
     /// A PEM file of CA certificates trusted for this provider, besides the system's.
     public var caFile: String?
+    /// Where `tokenctl login` sends the browser (RFC 6749 §3.1); discovered from `issuer` when unset.
+    public var authorizationEndpoint: String?
+    /// The RFC 8628 device authorization endpoint; discovered from `issuer` when unset.
+    public var deviceAuthorizationEndpoint: String?
+    /// A fixed loopback port for the login redirect (`http://127.0.0.1:PORT/callback`), for
+    /// providers that register an exact redirect URI; `nil` lets `tokenctl login` pick one.
+    public var redirectPort: Int?
+    /// Whether access tokens must be JWTs signed by the issuer (checked against its JWKS) at login.
+    public var verifyAccessToken: Bool = false
+    /// The `aud` that JWT access tokens must carry, when `verifyAccessToken` is on.
+    public var audience: String?
 
     public init(tokenEndpoint: String? = nil, issuer: String? = nil, revocationEndpoint: String? = nil, clientID: String,
                 clientSecret: SecretString? = nil, clientAuthentication: ClientAuthentication = .clientSecretBasic,

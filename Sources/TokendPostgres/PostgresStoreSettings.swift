@@ -8,11 +8,21 @@ public struct PostgresStoreSettings: Sendable, Equatable {
     public var leaseMilliseconds: Int64
     /// This node's name in leases and status (`daemon.node_name`, default the host name).
     public var nodeName: String
+    /// How often a node compares its view with the database, in case a notification was missed
+    /// (milliseconds).
+    public var reconcileMilliseconds: Int64
+    /// The longest one database operation may take before it counts as a failure (milliseconds).
+    public var operationTimeoutMilliseconds: Int64
 
-    public init(url: String, password: String?, leaseMilliseconds: Int64, nodeName: String) {
+    public init(
+        url: String, password: String?, leaseMilliseconds: Int64, nodeName: String, reconcileMilliseconds: Int64 = 30_000,
+        operationTimeoutMilliseconds: Int64 = 5_000
+    ) {
         self.url = url
         self.password = password
         self.leaseMilliseconds = leaseMilliseconds
         self.nodeName = nodeName
+        self.reconcileMilliseconds = reconcileMilliseconds
+        self.operationTimeoutMilliseconds = operationTimeoutMilliseconds
     }
 }

@@ -8,6 +8,9 @@ public enum TokenProviderMethod: String, Sendable, CaseIterable {
     case removeCredential = "io.tokend.TokenProvider.RemoveCredential"
     case rotateKey = "io.tokend.TokenProvider.RotateKey"
     case watch = "io.tokend.TokenProvider.Watch"
+    case beginLogin = "io.tokend.TokenProvider.BeginLogin"
+    case completeLogin = "io.tokend.TokenProvider.CompleteLogin"
+    case cancelLogin = "io.tokend.TokenProvider.CancelLogin"
 }
 
 /// An access token and what a program needs to use it: the reply of `ProvideTokenReplacement`.
@@ -70,6 +73,13 @@ public struct DaemonStatus: Sendable, Hashable {
     public var reauthenticationRequired: Int64
     public var expired: Int64
     public var nextRefreshAt: Int64?
+    /// `sqlite` or `postgresql` (absent from older daemons).
+    public var store: String?
+    /// Why the store cannot be reached, when it cannot.
+    public var storeProblem: String?
+    /// With a shared store: this node's name, and the nodes seen recently.
+    public var node: String?
+    public var nodes: [String]?
 
     public init(version: String, startedAt: Int64, credentials: Int64 = 0, valid: Int64 = 0, refreshing: Int64 = 0, retrying: Int64 = 0,
                 reauthenticationRequired: Int64 = 0, expired: Int64 = 0, nextRefreshAt: Int64? = nil) {
@@ -91,6 +101,10 @@ public struct DaemonStatus: Sendable, Hashable {
             "reauthenticationRequired": .int(reauthenticationRequired), "expired": .int(expired),
         ]
         object.setIfPresent("nextRefreshAt", nextRefreshAt.map(JSONValue.int))
+        object.setIfPresent("store", store.map(JSONValue.string))
+        object.setIfPresent("storeProblem", storeProblem.map(JSONValue.string))
+        object.setIfPresent("node", node.map(JSONValue.string))
+        object.setIfPresent("nodes", nodes.map { .array($0.map(JSONValue.string)) })
         return object
     }
 
@@ -102,6 +116,10 @@ public struct DaemonStatus: Sendable, Hashable {
             reauthenticationRequired: try r.int("reauthenticationRequired"), expired: try r.int("expired"),
             nextRefreshAt: try r.optionalInt("nextRefreshAt")
         )
+        store = try r.optionalString("store")
+        storeProblem = try r.optionalString("storeProblem")
+        node = try r.optionalString("node")
+        nodes = try r.optionalStringArray("nodes")
     }
 }
 
@@ -121,6 +139,9 @@ public struct CredentialStatus: Sendable, Hashable {
     public var lastError: String?
     public var readers: [String]
     public var enrolledByUid: Int64
+    /// With a shared store: the node refreshing this credential now, and its lease's end.
+    public var leaseHolder: String?
+    public var leaseExpiresAt: Int64?
 
     public init(userIdentifier: String, provider: String, state: String, expiresAt: Int64, issuedAt: Int64, sessionStartedAt: Int64,
                 sessionEndsAt: Int64? = nil, nextRefreshAt: Int64? = nil, lastRefreshAt: Int64? = nil, refreshCount: Int64 = 0,
@@ -152,6 +173,8 @@ public struct CredentialStatus: Sendable, Hashable {
         object.setIfPresent("lastError", lastError.map(JSONValue.string))
         object["readers"] = .array(readers.map(JSONValue.string))
         object["enrolledByUid"] = .int(enrolledByUid)
+        object.setIfPresent("leaseHolder", leaseHolder.map(JSONValue.string))
+        object.setIfPresent("leaseExpiresAt", leaseExpiresAt.map(JSONValue.int))
         return object
     }
 
@@ -165,6 +188,8 @@ public struct CredentialStatus: Sendable, Hashable {
             lastError: try r.optionalString("lastError"), readers: try r.optionalStringArray("readers") ?? [],
             enrolledByUid: try r.optionalInt("enrolledByUid") ?? 0
         )
+        leaseHolder = try r.optionalString("leaseHolder")
+        leaseExpiresAt = try r.optionalInt("leaseExpiresAt")
     }
 }
 

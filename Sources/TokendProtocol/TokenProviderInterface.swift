@@ -35,7 +35,14 @@ type DaemonStatus (
   retrying: int,
   reauthenticationRequired: int,
   expired: int,
-  nextRefreshAt: ?int
+  nextRefreshAt: ?int,
+  # The credential store: sqlite or postgresql.
+  store: ?string,
+  # Why the store cannot be reached, when it cannot; tokens are then served from memory.
+  storeProblem: ?string,
+  # With a shared store: this node's name and the nodes seen recently.
+  node: ?string,
+  nodes: ?[]string
 )
 
 # One credential, without its tokens. Times are seconds since the epoch.
@@ -53,7 +60,10 @@ type CredentialStatus (
   refreshCount: int,
   lastError: ?string,
   readers: []string,
-  enrolledByUid: int
+  enrolledByUid: int,
+  # With a shared store: the node refreshing this credential now, and until when its lease lasts.
+  leaseHolder: ?string,
+  leaseExpiresAt: ?int
 )
 
 # Returns an access token for userIdentifier that stays valid for at least minValidSeconds
@@ -95,6 +105,44 @@ method RemoveCredential(userIdentifier: string) -> ()
 # Re-encrypts every stored token under a newly generated master key. Administrators only.
 method RotateKey() -> (keyId: string, reencrypted: int)
 
+# Starts a login of userIdentifier at provider, run by tokend itself so that the tokens go
+# straight from the provider into the store. flow is device (RFC 8628), code (authorization
+# code with PKCE over a loopback redirect, RFC 7636 and RFC 8252) or hat (a HAT PDA's hatlogin
+# page); by default hat for hat providers, device when the provider has a device
+# authorization endpoint, else code. redirectPort is the 127.0.0.1 port the caller listens on
+# for the code flow (a provider's configured redirect_port wins). readers and replace are as
+# for AddCredential, and so is who may log in whom. The reply says what the user must do:
+# open verificationUri and enter userCode (device), or open authorizationUrl and come back to
+# redirectUri (code, hat). The login must be completed by expiresAt.
+method BeginLogin(
+  userIdentifier: string,
+  provider: string,
+  flow: ?string,
+  redirectPort: ?int,
+  readers: ?[]string,
+  replace: ?bool
+) -> (
+  loginId: string,
+  flow: string,
+  verificationUri: ?string,
+  verificationUriComplete: ?string,
+  userCode: ?string,
+  authorizationUrl: ?string,
+  redirectUri: ?string,
+  startedAt: int,
+  expiresAt: int,
+  interval: ?int
+)
+
+# Finishes a login and stores the credential. device: tokend polls the provider until the
+# user approves or denies, or the code expires, and replies then. code and hat: redirectUrl is
+# the URL the browser was sent back to. Only the caller that began a login may complete it; a
+# login is completed (or fails) once.
+method CompleteLogin(loginId: string, redirectUrl: ?string) -> (credential: CredentialStatus)
+
+# Abandons a login that has not been completed.
+method CancelLogin(loginId: string) -> ()
+
 error UnknownUser (userIdentifier: string)
 error PermissionDenied (userIdentifier: ?string)
 error ReauthenticationRequired (userIdentifier: string, reason: string)
@@ -104,6 +152,11 @@ error UnknownProvider (provider: string)
 error InvalidCredential (reason: string)
 error StorageFailed (reason: string)
 error KeyRotationUnavailable (reason: string)
+# The login did not produce a credential: denied, expired, a redirect that does not belong to
+# it, a token that failed verification. oauthError is the provider's error code, if any.
+error LoginFailed (userIdentifier: string, reason: string, oauthError: ?string)
+# No login with this id is waiting for this caller (never begun, expired, completed, cancelled).
+error UnknownLogin (loginId: string)
 # A message that is not a valid Varlink call (not JSON, no method, too large). After a
 # message too large to read, the connection is closed.
 error InvalidMessage (reason: string)

@@ -44,6 +44,8 @@ public enum TokendErrorName: String, Sendable, CaseIterable {
     case storageFailed = "io.tokend.TokenProvider.StorageFailed"
     case keyRotationUnavailable = "io.tokend.TokenProvider.KeyRotationUnavailable"
     case invalidMessage = "io.tokend.TokenProvider.InvalidMessage"
+    case loginFailed = "io.tokend.TokenProvider.LoginFailed"
+    case unknownLogin = "io.tokend.TokenProvider.UnknownLogin"
 }
 
 extension VarlinkError {

@@ -17,7 +17,7 @@ struct Tokenctl: AsyncParsableCommand {
             Shell completion: tokenctl --generate-completion-script bash (or zsh, fish) prints \
             a script to install, e.g. as /usr/share/bash-completion/completions/tokenctl.
             """,
-        subcommands: [Status.self, Token.self, Watch.self, Exec.self, Add.self, Remove.self, RotateKey.self],
+        subcommands: [Status.self, Token.self, Watch.self, Exec.self, Add.self, Login.self, Remove.self, RotateKey.self],
         defaultSubcommand: Status.self
     )
 

@@ -26,6 +26,8 @@ struct Tokend: AsyncParsableCommand {
     var checkConfig = false
 
     func run() async throws {
+        // Before any secret is in memory: no core dumps, no same-uid ptrace (issue 8).
+        let hardeningProblem = ProcessHardening.disableCoreDumps()
         let configuration: DaemonConfiguration
         do {
             configuration = try loadConfiguration()
@@ -44,6 +46,7 @@ struct Tokend: AsyncParsableCommand {
         let destination = SystemdLogging.destination(environment: environment)
         LoggingSystem.bootstrap(SystemdLogging.handlerFactory(destination: destination, identifier: "tokend", level: level))
         let logger = Logger(label: "tokend")
+        if let hardeningProblem { logger.warning("cannot disable core dumps (PR_SET_DUMPABLE): \(hardeningProblem)") }
         let metricsRegistry = configuration.metrics.isEnabled ? Self.bootstrapMetrics() : nil
         let daemon = TokendDaemon(
             configuration: configuration, logger: logger, environment: environment,

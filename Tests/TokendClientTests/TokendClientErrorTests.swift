@@ -14,6 +14,8 @@ struct TokendClientErrorTests {
         ("io.tokend.TokenProvider.InvalidCredential", .invalidCredential),
         ("io.tokend.TokenProvider.StorageFailed", .storageFailed),
         ("io.tokend.TokenProvider.KeyRotationUnavailable", .keyRotationUnavailable),
+        ("io.tokend.TokenProvider.LoginFailed", .loginFailed),
+        ("io.tokend.TokenProvider.UnknownLogin", .unknownLogin),
         ("io.tokend.TokenProvider.InvalidMessage", .protocolError),
         ("org.varlink.service.InvalidParameter", .invalidParameter),
         ("org.varlink.service.MethodNotFound", .methodNotFound),

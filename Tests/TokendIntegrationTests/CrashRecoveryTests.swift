@@ -13,6 +13,9 @@ struct CrashRecoveryTests {
         var valid: Int
         var integrity: String
         var rows: Int
+        /// Distinct user identifiers among the rows: equal to `rows` when nothing is duplicated.
+        var distinctUsers: Int
+        var seconds: Int
     }
 
     static func sqlite(_ database: String, _ sql: String) async throws -> String {
@@ -25,6 +28,9 @@ struct CrashRecoveryTests {
     /// through `TOKEND_CRASH_ROUNDS` and `TOKEND_CRASH_CREDENTIALS`.
     static var rounds: Int { Int(ProcessInfo.processInfo.environment["TOKEND_CRASH_ROUNDS"] ?? "") ?? 5 }
     static var credentialCount: Int { Int(ProcessInfo.processInfo.environment["TOKEND_CRASH_CREDENTIALS"] ?? "") ?? 16 }
+    /// A bound on the kill rounds' wall time (`TOKEND_CRASH_SECONDS`, none by default): the run
+    /// stops after the round that passes it and reports the rounds it did.
+    static var secondsLimit: Int? { Int(ProcessInfo.processInfo.environment["TOKEND_CRASH_SECONDS"] ?? "") }
 
     static func run(grace: Int, credentials: Int = credentialCount, rounds: Int = rounds) async throws -> Outcome {
         try requireVenv()
@@ -48,16 +54,20 @@ struct CrashRecoveryTests {
         }
         let database = daemon.stateDirectory + "/tokend.sqlite"
         var inFlight = 0
-        for round in 0..<rounds {
+        var kills = 0
+        let started = ContinuousClock.now
+        for _ in 0..<rounds {
+            if let limit = secondsLimit, ContinuousClock.now - started > .seconds(limit) { break }
             // Let refreshes run for a random while, then pull the plug.
             try await Task.sleep(for: .milliseconds(Int.random(in: 800...2500)))
             kill(daemon.process.processIdentifier, SIGKILL)
             daemon.process.waitUntilExit()
+            kills += 1
             inFlight += Int(try await sqlite(database, "SELECT count(*) FROM credentials WHERE grant_started_at IS NOT NULL")) ?? 0
             daemon = try DaemonProcess(configuration: config, directory: directory)
             try await daemon.start()
-            _ = round
         }
+        let elapsed = Int((ContinuousClock.now - started).components.seconds)
         // Give the last start time to recover and refresh everything once more.
         try await Task.sleep(for: .seconds(5))
         let statusClient = try RawClient(path: daemon.socketPath)
@@ -65,11 +75,13 @@ struct CrashRecoveryTests {
         let states = (status.parameters["credentials"] as? [[String: Any]] ?? []).map { $0["state"] as? String ?? "" }
         try await daemon.stop()
         return Outcome(
-            credentials: credentials, kills: rounds, grantsInFlightAtKills: inFlight,
+            credentials: credentials, kills: kills, grantsInFlightAtKills: inFlight,
             reauthenticationRequired: states.filter { $0 == "reauthentication_required" }.count,
             valid: states.filter { $0 == "valid" || $0 == "refreshing" || $0 == "retrying" }.count,
             integrity: try await sqlite(database, "PRAGMA integrity_check"),
-            rows: Int(try await sqlite(database, "SELECT count(*) FROM credentials")) ?? -1
+            rows: Int(try await sqlite(database, "SELECT count(*) FROM credentials")) ?? -1,
+            distinctUsers: Int(try await sqlite(database, "SELECT count(DISTINCT user_identifier) FROM credentials")) ?? -1,
+            seconds: elapsed
         )
     }
 
@@ -78,6 +90,7 @@ struct CrashRecoveryTests {
         print("crash test (grace 5s): \(outcome)")
         #expect(outcome.integrity == "ok")
         #expect(outcome.rows == outcome.credentials, "no credential lost or duplicated")
+        #expect(outcome.distinctUsers == outcome.rows)
         #expect(outcome.reauthenticationRequired == 0, "\(outcome)")
     }
 
@@ -86,6 +99,7 @@ struct CrashRecoveryTests {
         print("crash test (grace 0): \(outcome)")
         #expect(outcome.integrity == "ok")
         #expect(outcome.rows == outcome.credentials)
+        #expect(outcome.distinctUsers == outcome.rows)
         #expect(outcome.reauthenticationRequired <= outcome.grantsInFlightAtKills, "\(outcome)")
     }
 }

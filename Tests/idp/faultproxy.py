@@ -28,18 +28,28 @@ Modes:
   reset            forward (so the IdP DOES process the grant), send the response
                    head and half the body, then close with a TCP RST
   slow:SECONDS     wait SECONDS, then forward
+  close            read the request, then drop the connection (RST) without any answer
+  truncated        200 with a Content-Length larger than the body sent, then close
+  jwt_access:SUB   forward, then replace the access_token of a 200 answer with an unsigned
+                   JWT whose sub is SUB (iat now, exp in an hour): "a token for another user"
+                   when SUB is not the credential's subject
+  echo_refresh_token  400 invalid_grant whose error_description quotes the request's
+                   refresh_token (a server that echoes secrets into its errors)
 
 Bounded: request head <= 64 KiB, request body <= 1 MiB (no chunked requests),
 responses are streamed in 64 KiB pieces, at most 256 client connections.
 """
 import argparse
 import asyncio
+import base64
 import json
 import signal
 import socket
 import ssl
 import struct
 import sys
+import time
+import urllib.parse
 
 MAX_HEAD, MAX_BODY, MAX_CONNS, CHUNK = 64 * 1024, 1024 * 1024, 256, 64 * 1024
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade"}
@@ -177,6 +187,31 @@ class Proxy:
             return await self.respond(writer, 200, b'{"access_token": "AbC123", "token_type": "Bea', keep)
         if mode == "no_access_token":
             return await self.respond(writer, 200, {"token_type": "Bearer"}, keep)
+        if mode == "close":
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return False
+        if mode == "truncated":
+            part = b'{"access_token": "TrUnC4t3d", "token_type": "Bearer", "expires_in": 3600'
+            head = ["HTTP/1.1 200 OK", "Content-Type: application/json", f"Content-Length: {len(part) + 200}",
+                    "Cache-Control: no-store", "Connection: close"]
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + part)
+            await writer.drain()
+            return False
+        if mode == "echo_refresh_token":
+            form = urllib.parse.parse_qs(body.decode("latin-1"))
+            token = (form.get("refresh_token") or [""])[0]
+            return await self.respond(writer, 400, {"error": "invalid_grant",
+                                                    "error_description": f"refresh token {token} is not valid"}, keep)
+        if mode == "jwt_access":
+            status, payload = await self.fetch(method, target, headers, body)
+            if status == 200:
+                payload = json.loads(payload)
+                payload["access_token"] = unsigned_jwt({"sub": arg, "iat": int(time.time()),
+                                                        "exp": int(time.time()) + 3600})
+            return await self.respond(writer, status, payload if status == 200 else payload, keep)
         if mode == "html":
             page = b"<!DOCTYPE html><html><body><h1>Internal Server Error</h1><p>faultproxy</p></body></html>\n"
             return await self.respond(writer, 500, page, keep, ctype="text/html; charset=utf-8")
@@ -211,6 +246,27 @@ class Proxy:
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         await writer.drain()
         return keep
+
+    async def fetch(self, method, target, headers, body):
+        """One request upstream; returns (status, body bytes). Needs a Content-Length answer."""
+        a = self.args
+        ctx = None
+        if a.upstream_tls:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        up_r, up_w = await asyncio.wait_for(
+            asyncio.open_connection("127.0.0.1", a.upstream, ssl=ctx, limit=MAX_HEAD), 10)
+        try:
+            out = [f"{method} {target} HTTP/1.1"] + [f"{k}: {v}" for k, v in headers if k.lower() not in HOP_BY_HOP]
+            out.append("Connection: close")
+            up_w.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + body)
+            await up_w.drain()
+            status_line, rh = await asyncio.wait_for(read_head(up_r), a.upstream_timeout)
+            length = min(int(header(rh, "content-length") or 0), MAX_BODY)
+            data = await asyncio.wait_for(up_r.readexactly(length), a.upstream_timeout)
+            return int(status_line.split(" ")[1]), data
+        finally:
+            up_w.close()
 
     async def forward(self, writer, method, target, headers, body, keep, cut=False):
         a = self.args
@@ -267,6 +323,12 @@ class Proxy:
             return keep
         finally:
             up_w.close()
+
+
+def unsigned_jwt(claims):
+    def b64(data):
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+    return f"{b64({'alg': 'none', 'typ': 'JWT'})}.{b64(claims)}.c2ln"
 
 
 async def main():

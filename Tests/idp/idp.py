@@ -2,7 +2,7 @@
 """tokend test IdP: django-oauth-toolkit behind gunicorn, plus ORM helpers.
 
 Run with the venv python from scripts/test-venv.sh. Subcommands (see README.md):
-  serve, mint, revoke, count-posts, approve-device, make-ca
+  serve, mint, revoke, count-posts, approve-device, refresh-tokens, device-polls, make-ca
 All state (SQLite DB, access.log, gunicorn.log, OIDC key) lives in --state-dir.
 """
 import argparse
@@ -114,6 +114,9 @@ def cmd_serve(a):
         "IDP_ROTATE": "1" if a.rotate else "0",
         "IDP_DEVICE_FLOW": "1" if a.device_flow else "0",
         "IDP_OIDC": "1" if a.oidc else "0",
+        "IDP_DEVICE_INTERVAL": str(a.device_interval),
+        "IDP_DEVICE_CODE_LIFETIME": str(a.device_code_lifetime or ""),
+        "IDP_DEVICE_SLOW_DOWN_FIRST": "1" if a.device_slow_down_first else "0",
         "IDP_BASE_URL": base_url,
     }
     django_setup(state, env)
@@ -242,6 +245,19 @@ def cmd_approve_device(a):
     print("denied" if a.deny else "approved")
 
 
+def cmd_refresh_tokens(a):
+    django_setup(Path(a.state_dir).resolve())
+    from oauth2_provider.models import RefreshToken
+    for value in RefreshToken.objects.filter(application__client_id=a.client).values_list("token", flat=True):
+        print(value)
+
+
+def cmd_device_polls(a):
+    sys.path.insert(0, str(HERE))
+    from idpsite.device_polling import summary
+    print(json.dumps(summary(Path(a.state_dir).resolve())))
+
+
 def cmd_make_ca(a):
     import ipaddress
     from cryptography import x509
@@ -310,6 +326,9 @@ def main():
     s.add_argument("--tls-key")
     s.add_argument("--device-flow", action="store_true")
     s.add_argument("--oidc", action="store_true")
+    s.add_argument("--device-interval", type=int, default=5, metavar="SECONDS", help="RFC 8628 polling interval")
+    s.add_argument("--device-code-lifetime", type=int, default=0, metavar="SECONDS", help="device code expires_in (default 1800)")
+    s.add_argument("--device-slow-down-first", action="store_true", help="answer the first poll of each code with slow_down")
     s.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_serve)
 
@@ -337,6 +356,15 @@ def main():
     d.add_argument("--user-code", required=True)
     d.add_argument("--deny", action="store_true")
     d.set_defaults(func=cmd_approve_device)
+
+    rt = sub.add_parser("refresh-tokens", help="every refresh token issued to --client, one per line (to prove they leak nowhere)")
+    rt.add_argument("--state-dir", required=True)
+    rt.add_argument("--client", default=CLIENT_ID)
+    rt.set_defaults(func=cmd_refresh_tokens)
+
+    dp = sub.add_parser("device-polls", help="device-flow polls, slow_downs and too-early polls, as JSON")
+    dp.add_argument("--state-dir", required=True)
+    dp.set_defaults(func=cmd_device_polls)
 
     k = sub.add_parser("make-ca", help="write ca.pem, server.pem, server.key (127.0.0.1, ::1, localhost)")
     k.add_argument("--out", required=True)

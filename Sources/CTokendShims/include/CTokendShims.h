@@ -11,4 +11,11 @@ int tokend_clock_step_timerfd(void);
 /// Re-arms a descriptor from tokend_clock_step_timerfd after it reported a step. 0 or -1.
 int tokend_clock_step_rearm(int fd);
 
+/// prctl(PR_SET_DUMPABLE, 0): no core dumps, /proc/self owned by root, no ptrace by the same
+/// uid. 0 or -1 (errno set).
+int tokend_set_not_dumpable(void);
+
+/// prctl(PR_GET_DUMPABLE): 0, 1 or 2, or -1.
+int tokend_get_dumpable(void);
+
 #endif

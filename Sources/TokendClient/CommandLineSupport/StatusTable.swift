@@ -28,8 +28,26 @@ public enum StatusTable {
         }
         if daemon != nil { output += "\n" }
         let rows = credentials.sorted { $0.userIdentifier < $1.userIdentifier }.map { row($0, now: now) }
-        output += table([columns] + rows)
+        output += table(addingLeaseColumn(
+            [columns] + rows, sorted: credentials.sorted { $0.userIdentifier < $1.userIdentifier }, shared: daemon?.node != nil, now: now))
+        let notes = credentials.sorted { $0.userIdentifier < $1.userIdentifier }.compactMap { sessionNote($0, now: now) }
+        if !notes.isEmpty { output += "\n" + notes.map { $0 + "\n" }.joined() }
         return output
+    }
+
+    /// `alice: the login ends in 2d 3h; reauthenticate within 2 days`, for a credential whose
+    /// login has an absolute end (`max_session_age`, a HAT PDA's 30 days) that is still ahead.
+    /// The count is rounded down, so following it is always in time.
+    /// - Parameters:
+    ///   - status: the credential.
+    ///   - now: the current time, in seconds since the epoch.
+    public static func sessionNote(_ status: CredentialStatus, now: Int64) -> String? {
+        guard let end = status.sessionEndsAt, status.state != "reauthentication_required" else { return nil }
+        let (remaining, overflow) = end.subtractingReportingOverflow(now)
+        guard !overflow, remaining > 0 else { return nil }
+        let days = remaining / 86_400
+        let within = days >= 2 ? "\(days) days" : days == 1 ? "1 day" : DurationText.format(seconds: remaining)
+        return "\(clean(status.userIdentifier)): the login ends in \(DurationText.format(seconds: remaining)); reauthenticate within \(within)"
     }
 
     /// `tokend 0.3.1, up 2d 4h; 3 credentials: 2 valid, 1 retrying; next refresh in 4m 10s`.
@@ -49,6 +67,7 @@ public enum StatusTable {
             let until = DurationText.until(next, now: now)
             text += until == "due" ? "; next refresh due now" : "; next refresh in \(until)"
         }
+        text += storeSummary(daemon)
         return text
     }
 
@@ -98,7 +117,7 @@ public enum StatusTable {
         return JSONWriter.string(.object(object))
     }
 
-    private static func clean(_ text: String) -> String {
+    static func clean(_ text: String) -> String {
         Redaction.display(text, secrets: [])
     }
 }

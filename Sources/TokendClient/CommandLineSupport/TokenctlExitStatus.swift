@@ -18,6 +18,7 @@ public enum TokenctlExitStatus {
     public static let credentialExists: Int32 = 9
     public static let unknownProvider: Int32 = 10
     public static let invalidCredential: Int32 = 11
+    public static let loginFailed: Int32 = 12
 
     /// Every status and what it means, in order, for `--help`.
     public static let table: [(status: Int32, meaning: String)] = [
@@ -33,6 +34,7 @@ public enum TokenctlExitStatus {
         (credentialExists, "add: the user already has a credential (use --replace)"),
         (unknownProvider, "add: no such provider in tokend's configuration"),
         (invalidCredential, "add: tokend refused the token response"),
+        (loginFailed, "login: the login was denied, expired or failed verification"),
     ]
 
     /// The exit status for a failed call.
@@ -49,6 +51,7 @@ public enum TokenctlExitStatus {
         case .credentialExists: credentialExists
         case .unknownProvider: unknownProvider
         case .invalidCredential: invalidCredential
+        case .loginFailed, .unknownLogin: loginFailed
         case .invalidParameter: usage
         default: other
         }

@@ -17,6 +17,8 @@ extension TokendClientError.Code {
         case TokendErrorName.invalidCredential.rawValue: self = .invalidCredential
         case TokendErrorName.storageFailed.rawValue: self = .storageFailed
         case TokendErrorName.keyRotationUnavailable.rawValue: self = .keyRotationUnavailable
+        case TokendErrorName.loginFailed.rawValue: self = .loginFailed
+        case TokendErrorName.unknownLogin.rawValue: self = .unknownLogin
         // The daemon could not read our message: a client/daemon mismatch.
         case TokendErrorName.invalidMessage.rawValue: self = .protocolError
         case "org.varlink.service.InvalidParameter": self = .invalidParameter
@@ -88,6 +90,10 @@ extension TokendClientError {
             message = "tokend's credential store failed\(reason)"
         case .keyRotationUnavailable:
             message = "tokend cannot rotate its key\(reason)"
+        case .loginFailed:
+            message = "the login of \(userPhrase) failed\(reason)"
+        case .unknownLogin:
+            message = "tokend has no login in progress with that id for this caller (it expired, was completed or was cancelled)"
         case .invalidParameter:
             message = "tokend refused parameter '\(text("parameter") ?? "?")' of \(method)"
         case .methodNotFound:

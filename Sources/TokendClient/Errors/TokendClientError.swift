@@ -14,6 +14,7 @@ public struct TokendClientError: Error, Sendable, Hashable, CustomStringConverti
             case unknownUser, permissionDenied, reauthenticationRequired, refreshFailed
             case credentialExists, unknownProvider, invalidCredential, storageFailed, keyRotationUnavailable
             case invalidParameter, methodNotFound, expectedMore
+            case loginFailed, unknownLogin
             case daemonUnavailable, timeout, cancelled, protocolError, other
         }
 
@@ -40,6 +41,11 @@ public struct TokendClientError: Error, Sendable, Hashable, CustomStringConverti
         public static let storageFailed = Code(.storageFailed)
         /// `RotateKey` cannot run (e.g. the key comes from systemd credentials).
         public static let keyRotationUnavailable = Code(.keyRotationUnavailable)
+        /// A login did not produce a credential (denied, expired, a redirect that does not
+        /// belong to it, a token that failed verification); see the message and `oauthError`.
+        public static let loginFailed = Code(.loginFailed)
+        /// No login with that id is waiting for this caller (expired, completed or cancelled).
+        public static let unknownLogin = Code(.unknownLogin)
         /// A parameter was missing, mistyped or invalid (`org.varlink.service.InvalidParameter`),
         /// or the client refused to send it.
         public static let invalidParameter = Code(.invalidParameter)

@@ -14,6 +14,9 @@ public struct RefreshPolicy: Sendable, Hashable {
     /// Random spread added before the planned point (as a fraction of the lifetime), so tokens
     /// issued together are not refreshed together.
     public var jitterFraction: Double
+    /// Whether the token's `exp` also ends the login: for providers whose renewed tokens keep
+    /// the first token's `exp` (HAT), after which only a new login helps.
+    public var expiryEndsSession: Bool = false
 
     public static let defaultMaxTokenAge: Duration = .seconds(30 * 24 * 3600)
 
@@ -47,7 +50,9 @@ public struct RefreshPolicy: Sendable, Hashable {
 
     /// When the login ends for good, if the provider sets an end.
     public func sessionEnd(of credential: Credential) -> Timestamp? {
-        maxSessionAge.map { credential.sessionStartedAt + $0 }
+        let end = maxSessionAge.map { credential.sessionStartedAt + $0 }
+        guard expiryEndsSession else { return end }
+        return min(end ?? credential.expiresAt, credential.expiresAt)
     }
 
     /// When to refresh proactively: at `refreshAtFraction` of the span from `issuedAt` to the

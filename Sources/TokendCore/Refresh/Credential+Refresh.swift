@@ -5,8 +5,17 @@ extension Credential {
     /// otherwise the old one stays. `sessionStartedAt` never moves: the login's absolute end is
     /// counted from its first token. `iat` comes from the JWT when there is one, else the time
     /// the response was received.
-    /// - Throws: `TokenResponseError` when the response does not say when the token expires.
+    ///
+    /// When both the current and the new access token are JWTs naming a subject (`sub`), the
+    /// subjects must match: a server (or something between) answering with another user's
+    /// token must not turn this credential into that user's. Opaque tokens cannot be checked.
+    /// - Throws: `TokenResponseError` when the response does not say when the token expires, or
+    ///   names another subject.
     public func refreshed(with response: TokenResponse, receivedAt: Timestamp) throws(TokenResponseError) -> Credential {
+        if let current = JWTTimeClaims(jwt: accessToken.value)?.subject,
+           let new = JWTTimeClaims(jwt: response.accessToken.value)?.subject, current != new {
+            throw TokenResponseError("the new access token is for another subject than the credential's")
+        }
         let lifetime = try response.lifetime(receivedAt: receivedAt)
         var next = self
         next.accessToken = response.accessToken

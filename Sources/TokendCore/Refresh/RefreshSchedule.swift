@@ -35,6 +35,14 @@ public struct RefreshSchedule: Sendable {
         if heap.count > 2 * dueTimes.count + 64 { rebuild() }
     }
 
+    /// Schedules many users at once (start-up): the table sized up front and the heap built in
+    /// one pass, instead of one push each. Replaces earlier plans of the same users.
+    public mutating func schedule(contentsOf items: [(userIdentifier: String, due: Timestamp)]) {
+        dueTimes.reserveCapacity(dueTimes.count + items.count)
+        for item in items { dueTimes[item.userIdentifier] = item.due }
+        rebuild()
+    }
+
     public mutating func cancel(_ userIdentifier: String) {
         dueTimes.removeValue(forKey: userIdentifier)
     }

@@ -9,8 +9,9 @@ import TokendProtocol
 /// could be answered at once.
 ///
 /// Back-pressure: reading stops while `maximumPendingCalls` replies are outstanding or while
-/// the socket's send buffer is above its high-water mark (a client that never reads), so one
-/// client cannot make the daemon buffer without bound; other connections are unaffected.
+/// the socket's send buffer is above its high-water mark (a client that never reads), and
+/// calls already read are held undecided until the client reads again, so one client cannot
+/// make the daemon buffer more than a high-water mark of replies; others are unaffected.
 final class VarlinkConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -84,7 +85,10 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
             logger.debug("malformed message", metadata: ["uid": "\(caller.uid)", "pid": "\(caller.pid)", "problem": "\(error)"])
             message = .invalid(error.description)
         }
-        if pendingBarriers > 0 {
+        // Held behind a pending write, behind earlier held calls (order), or while the client is
+        // not reading our replies: one read can carry hundreds of small calls whose replies
+        // are far larger, so answering them all at once would buffer without bound.
+        if pendingBarriers > 0 || !held.isEmpty || !context.channel.isWritable {
             held.append(message)
         } else {
             handle(message, context: context)
@@ -137,7 +141,9 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             drain(context: context)
+            releaseHeld(context: context)
             flushIfNeeded(context: context)
+            closeIfFinished(context: context)
         }
         resumeReadingIfPossible(context: context)
         context.fireChannelWritabilityChanged()
@@ -223,9 +229,9 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         closeIfFinished(context: context)
     }
 
-    /// Handles held messages once no write is pending any more.
+    /// Handles held messages once no write is pending any more and while the client reads.
     private func releaseHeld(context: ChannelHandlerContext) {
-        while pendingBarriers == 0, let next = held.popFirst() {
+        while pendingBarriers == 0, context.channel.isWritable, let next = held.popFirst() {
             handle(next, context: context)
         }
     }

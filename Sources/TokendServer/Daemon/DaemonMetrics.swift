@@ -155,7 +155,7 @@ final class StateGauges: Sendable {
     func update(view: CredentialView, limiter: ConnectionLimiter, now: Timestamp) {
         var counts: [CredentialState: Int] = [:]
         var next: Timestamp?
-        for entry in view.snapshot() {
+        for entry in view.unsortedSnapshot() {
             counts[entry.effectiveState(now: now), default: 0] += 1
             if let due = entry.nextRefreshAt, due < (next ?? due + .seconds(1)) { next = due }
         }

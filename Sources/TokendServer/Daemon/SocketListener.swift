@@ -13,6 +13,8 @@ struct SocketListener {
     struct Limits: Sendable {
         var maximumMessageBytes: Int
         var maximumPendingCalls: Int
+        /// How long a begun message may take to finish (`PartialMessageTimeout`).
+        var messageTimeout: TimeAmount = .seconds(10)
     }
 
     let router: CallRouter
@@ -62,6 +64,7 @@ struct SocketListener {
                 connections.add(channel)
                 return PeerCredentials.read(from: channel).flatMapThrowing { caller in
                     try channel.pipeline.syncOperations.addHandlers([
+                        PartialMessageTimeout(limit: limits.messageTimeout, caller: caller, logger: logger),
                         ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: limits.maximumMessageBytes)),
                         VarlinkConnectionHandler(
                             router: router, caller: caller, maximumPendingCalls: limits.maximumPendingCalls, logger: logger,

@@ -1,4 +1,5 @@
 import TokendCore
+import TokendStorage
 import TokendSystemd
 
 /// Keeps the service manager's `STATUS=` line current: recomputed when the view changes (never
@@ -8,13 +9,15 @@ struct StatusReporter: Sendable {
     let changes: ChangeSignal
     let notifier: SystemdNotifier
     let now: @Sendable () -> Timestamp
+    /// The credential store's health; an unavailable store is part of the line.
+    var storeHealth: @Sendable () -> StoreHealth = { StoreHealth(kind: "sqlite") }
 
     /// The summary of the view now.
     func summary() -> StatusLine {
         let current = now()
         var line = StatusLine(credentials: 0, reauthenticationRequired: 0)
         var next: Timestamp?
-        for entry in view.snapshot() {
+        for entry in view.unsortedSnapshot() {
             line.credentials += 1
             switch entry.effectiveState(now: current) {
             case .reauthenticationRequired: line.reauthenticationRequired += 1
@@ -24,6 +27,7 @@ struct StatusReporter: Sendable {
             if let due = entry.nextRefreshAt, due < (next ?? due + .seconds(1)) { next = due }
         }
         line.nextRefresh = next.map { max($0, current).secondsSince1970 }
+        line.storeProblem = storeHealth().problem
         return line
     }
 

@@ -83,11 +83,14 @@ extension TokendDaemon {
             if old.keyFile != new.keyFile { changed.append("daemon.key_file") }
             if old.maxMessageBytes != new.maxMessageBytes { changed.append("daemon.max_message_bytes") }
             if old.maxPipelinedCalls != new.maxPipelinedCalls { changed.append("daemon.max_pipelined_calls") }
+            if old.messageTimeout != new.messageTimeout { changed.append("daemon.message_timeout") }
             if old.refreshLimits.httpConnectTimeout != new.refreshLimits.httpConnectTimeout {
                 changed.append("daemon.http_connect_timeout")
             }
             if old.refreshLimits.httpTimeout != new.refreshLimits.httpTimeout { changed.append("daemon.http_timeout") }
             if old.metrics != new.metrics { changed.append("metrics") }
+            if old.store != new.store { changed.append("store") }
+            if old.nodeName != new.nodeName { changed.append("daemon.node_name") }
             return changed
         }
     }

@@ -78,9 +78,9 @@ public final class TokendDaemon: Service {
         logger.info(
             "master key loaded",
             metadata: ["key_id": "\(loadedKeys.keyring.current.id)", "source": "\(loadedKeys.source)"])
-        let store = try SQLiteCredentialStore(
-            stateDirectory: configuration.stateDirectory, keyring: loadedKeys.keyring,
-            configuration: .init(productVersion: DaemonInfo.version))
+        // SQLite in the state directory, or the PostgreSQL store shared with other nodes.
+        let opened = try await openStore(keyring: loadedKeys.keyring)
+        let store = opened.store
         let resumption = try await KeyRotation.resumeIfNeeded(store: store, keyring: loadedKeys, logger: logger)
 
         let (values, unresolvedGroups) = RuntimeSettings.values(from: configuration)
@@ -96,7 +96,9 @@ public final class TokendDaemon: Service {
             store: store, view: view, settings: settings, keys: KeyManagement(resumption.keyring),
             limits: limits, httpPool: httpPool, logger: logger, now: WallClock.now
         )
+        await registry.useCoordination(opened.coordination)
         let count = try await registry.loadAll()
+        let sharedFeed = startSharedStoreFeed(opened, registry: registry, view: view)
         let scheduler = Task { await registry.runScheduler() }
         let clockMonitor = ClockStepMonitor { [logger] in
             logger.notice("the wall clock was set; re-checking refresh times")
@@ -107,14 +109,15 @@ public final class TokendDaemon: Service {
         let router = CallRouter(
             view: view, registry: registry, settings: settings,
             daemonInfo: DaemonInfo(version: DaemonInfo.version, startedAt: startedAt), logger: logger,
-            now: WallClock.now
+            now: WallClock.now, coordination: opened.coordination
         )
         let limiter = ConnectionLimiter(maximum: configuration.maxConnections)
         let listener = SocketListener(
             router: router,
             limiter: limiter,
             limits: .init(
-                maximumMessageBytes: configuration.maxMessageBytes, maximumPendingCalls: configuration.maxPipelinedCalls
+                maximumMessageBytes: configuration.maxMessageBytes, maximumPendingCalls: configuration.maxPipelinedCalls,
+                messageTimeout: TimeAmount(configuration.messageTimeout)
             ),
             logger: logger
         )
@@ -122,7 +125,9 @@ public final class TokendDaemon: Service {
         let metrics = try await startMetrics(view: view, limiter: limiter)
 
         // Ready: the socket listens and the store is open.
-        let status = StatusReporter(view: view, changes: view.changes, notifier: notifier, now: WallClock.now)
+        let status = StatusReporter(
+            view: view, changes: view.changes, notifier: notifier, now: WallClock.now,
+            storeHealth: { [coordination = opened.coordination] in coordination.health() })
         let seen = view.changes.generation
         let statusText = status.summary().text
         notifier.notify(.ready, .status(statusText))
@@ -159,6 +164,8 @@ public final class TokendDaemon: Service {
             )
             tasks.cancelAll()
         }
+        sharedFeed?.cancel()
+        await sharedFeed?.value
         await httpPool.shutdown()
         try await store.close()
         logger.notice("stopped")

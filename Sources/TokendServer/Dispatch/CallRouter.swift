@@ -3,6 +3,7 @@ import NIOCore
 import TokendCore
 import TokendJSON
 import TokendProtocol
+import TokendStorage
 
 /// Routes each call to its method after checking the caller may make it.
 ///
@@ -17,11 +18,16 @@ struct CallRouter: Sendable {
     let logger: Logger
     /// The wall clock; a parameter so tests could pin it, read once per call.
     let now: @Sendable () -> Timestamp
+    /// Logins begun and not yet completed (shared by every connection's copy of the router).
+    let loginSessions = LoginSessions()
+    /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
+    var coordination: any RefreshCoordination = LocalRefreshCoordination()
 
     /// Whether `call` changes stored credentials; later calls on its connection wait for it.
     func isWrite(_ call: VarlinkCall) -> Bool {
         switch call.method {
-        case TokenProviderMethod.addCredential.rawValue, TokenProviderMethod.removeCredential.rawValue, TokenProviderMethod.rotateKey.rawValue: true
+        case TokenProviderMethod.addCredential.rawValue, TokenProviderMethod.removeCredential.rawValue, TokenProviderMethod.rotateKey.rawValue,
+            TokenProviderMethod.completeLogin.rawValue: true
         default: false
         }
     }
@@ -70,6 +76,8 @@ struct CallRouter: Sendable {
                 let (keyID, count) = try await registry.rotateKey(caller: caller)
                 return [reply(["keyId": .string(keyID), "reencrypted": .int(Int64(count))])]
             }
+        case TokenProviderMethod.beginLogin.rawValue, TokenProviderMethod.completeLogin.rawValue, TokenProviderMethod.cancelLogin.rawValue:
+            return try routeLogin(call, caller: caller, eventLoop: eventLoop)
         case "org.varlink.service.GetInfo":
             return .reply(reply(daemonInfo.getInfoParameters))
         case "org.varlink.service.GetInterfaceDescription":
@@ -141,34 +149,42 @@ struct CallRouter: Sendable {
         let user = try ParameterReader(call.parameters).optionalString("userIdentifier")
         let now = now()
         let policy = settings.current.accessPolicy
-        let all = view.snapshot()
-        let daemon = daemonStatus(all, now: now).json
+        // Sorted only when listed: with a million credentials sorting costs more than counting.
+        let all = user == nil ? view.snapshot() : view.unsortedSnapshot()
+        var daemonFields = daemonStatus(all, now: now)
+        addStoreStatus(&daemonFields)
+        let daemon = daemonFields.json
+        let leases = coordination.leaseHolders()
         if let user {
             guard let entry = view[user] else { throw .unknownUser(user) }
             guard policy.mayInspect(caller, readers: entry.resolvedReaders) else {
                 logDenied(caller, method: call.method, user: user)
                 throw .permissionDenied(user)
             }
-            return .reply(reply(["daemon": .object(daemon), "credentials": .array([.object(entry.credentialStatus(now: now).json)])]))
+            return .reply(reply(["daemon": .object(daemon), "credentials": .array([.object(withLease(entry.credentialStatus(now: now), leases).json)])]))
         }
         let visible = all.filter { policy.mayInspect(caller, readers: $0.resolvedReaders) }
-        let statuses = visible.map { JSONValue.object($0.credentialStatus(now: now).json) }
-        guard call.more else {
-            return .reply(reply(["daemon": .object(daemon), "credentials": .array(statuses)]))
+        func statuses(_ entries: ArraySlice<ViewEntry>) -> JSONValue {
+            .array(entries.map { JSONValue.object(withLease($0.credentialStatus(now: now), leases).json) })
         }
-        // Streamed in batches so that no single message grows with the number of credentials.
+        guard call.more else {
+            return .reply(reply(["daemon": .object(daemon), "credentials": statuses(visible[...])]))
+        }
+        // Streamed in batches so that no single message grows with the number of credentials;
+        // each batch's JSON values are built just before it is encoded and then dropped.
         let batchSize = 100
         var messages: [[UInt8]] = []
+        messages.reserveCapacity(visible.count / batchSize + 1)
         var start = 0
         repeat {
-            let end = min(start + batchSize, statuses.count)
-            var parameters: JSONObject = ["credentials": .array(Array(statuses[start..<end]))]
-            if start == 0 { parameters = ["daemon": .object(daemon), "credentials": .array(Array(statuses[start..<end]))] }
+            let end = min(start + batchSize, visible.count)
+            let batch = statuses(visible[start..<end])
+            let parameters: JSONObject = start == 0 ? ["daemon": .object(daemon), "credentials": batch] : ["credentials": batch]
             var bytes: [UInt8] = []
-            VarlinkReply(parameters: parameters, continues: end < statuses.count).encode(into: &bytes)
+            VarlinkReply(parameters: parameters, continues: end < visible.count).encode(into: &bytes)
             messages.append(bytes)
             start = end
-        } while start < statuses.count
+        } while start < visible.count
         return .replies(messages)
     }
 
@@ -191,7 +207,7 @@ struct CallRouter: Sendable {
 
     // MARK: Helpers
 
-    private func reply(_ parameters: JSONObject) -> [UInt8] {
+    func reply(_ parameters: JSONObject) -> [UInt8] {
         var bytes: [UInt8] = []
         VarlinkReply(parameters: parameters).encode(into: &bytes)
         return bytes
@@ -205,14 +221,16 @@ struct CallRouter: Sendable {
     }
 
     /// Runs `work` off the event loop and turns its result into replies, answering with an
-    /// error when it throws or takes longer than the call timeout.
-    private func deferred(
+    /// error when it throws or takes longer than the call timeout (or `timeout`, for calls
+    /// that wait on a person, such as a login).
+    func deferred(
         on eventLoop: any EventLoop,
         what: String,
+        timeout: Duration? = nil,
         timeoutError: @escaping @Sendable (Duration) -> VarlinkError = { timeout in .storageFailed("timed out after \(DurationFormat.humanReadable(timeout))") },
         _ work: @escaping @Sendable () async throws -> [[UInt8]]
     ) -> CallOutcome {
-        let timeout = settings.current.callTimeout
+        let timeout = timeout ?? settings.current.callTimeout
         let promise = eventLoop.makePromise(of: [[UInt8]].self)
         let done = NIOLoopBoundBox(false, eventLoop: eventLoop)
         let timer = eventLoop.scheduleTask(in: .milliseconds(timeout.milliseconds)) {

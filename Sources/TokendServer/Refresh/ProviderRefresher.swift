@@ -60,16 +60,24 @@ final class OAuth2Refresher: ProviderRefresher {
 /// The refreshers for the configured providers, rebuilt on reload.
 struct Refreshers: Sendable {
     let byProvider: [String: any ProviderRefresher]
+    /// The token verifiers of `hat` providers, shared by enrolment and renewal (one key cache).
+    let hatVerifiers: [String: HATTokenVerifier]
 
     init(providers: [String: ProviderConfiguration], pool: HTTPClientPool) {
         var byProvider: [String: any ProviderRefresher] = [:]
+        var hatVerifiers: [String: HATTokenVerifier] = [:]
         for (name, provider) in providers {
             switch provider.kind {
             case .oauth2(let settings): byProvider[name] = OAuth2Refresher(settings: settings, pool: pool)
             case .exec(let settings): byProvider[name] = ExecRefresher(providerName: name, settings: settings)
+            case .hat(let settings):
+                let verifier = HATTokenVerifier(settings: settings, pool: pool)
+                hatVerifiers[name] = verifier
+                byProvider[name] = HATRefresher(settings: settings, verifier: verifier, pool: pool)
             }
             byProvider[name] = byProvider[name].map { MeasuredRefresher(provider: name, inner: $0) }
         }
         self.byProvider = byProvider
+        self.hatVerifiers = hatVerifiers
     }
 }

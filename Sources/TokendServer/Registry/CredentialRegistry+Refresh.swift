@@ -60,6 +60,20 @@ extension CredentialRegistry {
     /// One refresh grant, from marking it in flight to committing its result.
     private func performGrant(_ user: String, reason: RefreshReason) async -> GrantResult {
         defer { inFlight[user] = nil }
+        // Phase 0: when several nodes share the store, the credential's refresh lease — or the
+        // result of the node that holds it (CredentialRegistry+Shared.swift). Free on one host.
+        let lease: RefreshLease
+        switch await takeRefreshLease(user) {
+        case .granted(let granted): lease = granted
+        case .settled(let result): return result
+        }
+        let result = await grant(user, reason: reason)
+        await coordination.releaseLease(lease)
+        return result
+    }
+
+    /// Phases 1–3 of a grant, under this node's lease.
+    private func grant(_ user: String, reason: RefreshReason) async -> GrantResult {
         await acquireSlot()
         defer { releaseSlot() }
 
@@ -151,7 +165,11 @@ extension CredentialRegistry {
             ])
             return .refreshed(entry)
         case .permanent(let error, let description):
-            let reason = description.map { "\(error): \($0)" } ?? error
+            // The server's free text may quote the tokens it refused: never pass them on.
+            let reason = SecretRedaction.redact(
+                description.map { "\(error): \($0)" } ?? error,
+                secrets: [credential.accessToken.value] + (credential.refreshToken.map { [$0.value] } ?? [])
+            )
             return .failed(await markReauthenticationRequired(credential, reason: reason))
         case .transient(let reason, let retryAfter):
             return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: retryAfter)
@@ -200,6 +218,9 @@ extension CredentialRegistry {
 
     func sessionEndedReason(_ provider: ProviderConfiguration) -> String {
         let age = provider.refreshPolicy.maxSessionAge.map(DurationFormat.humanReadable) ?? "?"
+        if provider.refreshPolicy.expiryEndsSession {
+            return "the login ended: its token's exp, which renewals do not move, or its maximum age of \(age) was reached; log in again"
+        }
         return "the login reached its maximum age of \(age); log in again"
     }
 

@@ -26,18 +26,33 @@ extension CredentialRegistry {
     ) {
         schedule.cancel(user)
         warnings.cancel(user)
-        guard status.state != .reauthenticationRequired, let provider = providers[providerName] else { return }
+        guard let provider = providers[providerName] else { return }
+        let events = Self.plannedEvents(status: status, hasRefreshToken: hasRefreshToken, times: times, provider: provider, now: now())
+        if let warnAt = events.warnAt { warnings.schedule(user, at: warnAt) }
+        guard let due = events.due else { return }
+        schedule.schedule(user, at: due)
+        if let target = sleepTarget, due < target { wake() } else if sleepTarget == nil, sleeper != nil { wake() }
+    }
+
+    /// The next refresh (or end of login) and the session-end warning of one credential: pure,
+    /// so start-up can plan a million credentials and insert them into the schedule at once.
+    nonisolated static func plannedEvents(
+        status: RefreshStatus, hasRefreshToken: Bool,
+        times: (issuedAt: Timestamp, expiresAt: Timestamp, sessionStartedAt: Timestamp), provider: ProviderConfiguration, now: Timestamp
+    ) -> (due: Timestamp?, warnAt: Timestamp?) {
+        guard status.state != .reauthenticationRequired else { return (nil, nil) }
         let policy = provider.refreshPolicy
         let shape = Credential(
-            userIdentifier: user, provider: providerName, accessToken: SecretString(""), refreshToken: nil, tokenType: "",
+            userIdentifier: "", provider: provider.name, accessToken: SecretString(""), refreshToken: nil, tokenType: "",
             scope: nil, expiresAt: times.expiresAt, issuedAt: times.issuedAt, sessionStartedAt: times.sessionStartedAt,
             readers: [], enrolment: Enrolment(uid: 0, pid: 0, at: times.issuedAt)
         )
         let deadline = policy.deadline(of: shape)
         let sessionEnd = policy.sessionEnd(of: shape)
+        var warnAt: Timestamp?
         if let sessionEnd {
-            let warnAt = sessionEnd - policy.sessionWarningLead
-            if warnAt > now() { warnings.schedule(user, at: warnAt) } else if sessionEnd > now() { warnings.schedule(user, at: now()) }
+            let lead = sessionEnd - policy.sessionWarningLead
+            if lead > now { warnAt = lead } else if sessionEnd > now { warnAt = now }
         }
         let due: Timestamp
         if status.state == .retrying, let retryAt = status.retryAt {
@@ -46,15 +61,14 @@ extension CredentialRegistry {
             // Refreshing cannot outlive the login: the next event is its end.
             due = sessionEnd
         } else if hasRefreshToken || !isOAuth(provider) {
-            due = policy.refreshPoint(of: shape, jitter: Double.random(in: 0...1))
+            due = policy.refreshPoint(of: shape, jitter: JitterSource.next())
         } else {
-            return  // Nothing can renew it; it is served until its deadline.
+            return (nil, warnAt)  // Nothing can renew it; it is served until its deadline.
         }
-        schedule.schedule(user, at: due)
-        if let target = sleepTarget, due < target { wake() } else if sleepTarget == nil, sleeper != nil { wake() }
+        return (due, warnAt)
     }
 
-    private func isOAuth(_ provider: ProviderConfiguration) -> Bool {
+    private nonisolated static func isOAuth(_ provider: ProviderConfiguration) -> Bool {
         if case .oauth2 = provider.kind { return true }
         return false
     }

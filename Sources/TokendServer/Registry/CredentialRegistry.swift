@@ -1,4 +1,5 @@
 import Logging
+import NIOCore
 import TokendConfig
 import TokendCore
 import TokendJSON
@@ -40,6 +41,9 @@ actor CredentialRegistry {
     var sleepTimer: Task<Void, Never>?
     /// Counts for status and tests.
     var grantsStarted = 0
+    /// Who may refresh what when several nodes share the store (`CredentialRegistry+Shared.swift`);
+    /// a single host grants itself every lease.
+    var coordination: any RefreshCoordination = LocalRefreshCoordination()
 
     init(
         store: any CredentialStore, view: CredentialView, settings: RuntimeSettings, keys: KeyManagement,
@@ -60,32 +64,101 @@ actor CredentialRegistry {
 
     /// Fills the view from the store and plans every refresh (start-up). Credentials whose grant
     /// was interrupted by a crash are refreshed first, at once.
+    ///
+    /// Reads the store's index (``CredentialStore/loadIndex()``): metadata only, access tokens
+    /// opened when first asked for, refresh tokens read at grant time. Reader lists are
+    /// resolved once per distinct list.
     func loadAll() async throws -> Int {
-        let credentials = try await store.loadAll()
+        let credentials = try await store.loadIndex()
         let providers = settings.current.providers
-        var recovering = 0
-        for credential in credentials {
-            if providers[credential.provider] == nil {
-                logger.warning("credential refers to a provider that is not configured", metadata: [
-                    "user_identifier": "\(credential.userIdentifier)", "provider": "\(credential.provider)",
-                ])
+        let current = now()
+        // Pure per-credential work (plan, view entry) in one chunk per core.
+        let chunkCount = credentials.count < 20_000 ? 1 : max(1, min(8, System.coreCount))
+        let chunkSize = (credentials.count + chunkCount - 1) / max(1, chunkCount)
+        let chunks = await withTaskGroup(of: (Int, StartUpChunk).self) { group in
+            for index in 0..<chunkCount {
+                let range = min(index * chunkSize, credentials.count)..<min((index + 1) * chunkSize, credentials.count)
+                group.addTask { (index, Self.startUpChunk(credentials[range], providers: providers, now: current)) }
             }
-            if credential.status.grantStartedAt != nil || credential.status.state == .refreshing {
-                // The grant may have reached the provider; retry at once with the refresh token
-                // the store still holds, inside the provider's reuse grace if it has one.
-                schedule.schedule(credential.userIdentifier, at: Timestamp(millisecondsSince1970: 0))
-                recovering += 1
-            } else {
-                plan(credential, providers: providers)
+            var chunks = [StartUpChunk?](repeating: nil, count: chunkCount)
+            for await (index, chunk) in group { chunks[index] = chunk }
+            return chunks.compactMap { $0 }
+        }
+        var entries: [ViewEntry] = []
+        var due: [(userIdentifier: String, due: Timestamp)] = []
+        entries.reserveCapacity(credentials.count)
+        due.reserveCapacity(credentials.count)
+        var recovering = 0
+        for chunk in chunks {
+            entries += chunk.entries
+            due += chunk.due
+            warnings.schedule(contentsOf: chunk.warn)
+            recovering += chunk.recovering
+            for provider in chunk.unknownProviders.sorted() {
+                logger.warning("credentials refer to a provider that is not configured", metadata: ["provider": "\(provider)"])
             }
         }
-        // Built after planning, so each entry shows its next refresh.
-        view.replaceAll(with: credentials.map { entry(for: $0, providers: providers) })
+        schedule.schedule(contentsOf: due)
+        view.replaceAll(with: entries)
         if recovering > 0 {
             logger.notice("refreshing credentials whose grant was interrupted", metadata: ["count": "\(recovering)"])
         }
         tokenFiles.apply(settings.current.tokenFiles) { [view] in view[$0] }
         return credentials.count
+    }
+
+    /// What start-up computes for a run of credentials.
+    struct StartUpChunk: Sendable {
+        var entries: [ViewEntry] = []
+        var due: [(userIdentifier: String, due: Timestamp)] = []
+        var warn: [(userIdentifier: String, due: Timestamp)] = []
+        var recovering = 0
+        var unknownProviders: Set<String> = []
+    }
+
+    /// Plans each credential and builds its view entry; pure, so chunks run in parallel.
+    /// Credentials share a few providers and reader lists: each is looked up once.
+    nonisolated static func startUpChunk(
+        _ credentials: ArraySlice<IndexedCredential>, providers: [String: ProviderConfiguration], now current: Timestamp
+    ) -> StartUpChunk {
+        var chunk = StartUpChunk()
+        chunk.entries.reserveCapacity(credentials.count)
+        chunk.due.reserveCapacity(credentials.count)
+        var lastProvider: (name: String, configuration: ProviderConfiguration?, policy: RefreshPolicy)?
+        var resolved: [[Reader]: ResolvedReaders] = [:]
+        for indexed in credentials {
+            let credential = indexed.metadata
+            if lastProvider?.name != credential.provider {
+                let configuration = providers[credential.provider]
+                lastProvider = (credential.provider, configuration, configuration?.refreshPolicy ?? RefreshPolicy())
+                if configuration == nil { chunk.unknownProviders.insert(credential.provider) }
+            }
+            let provider = lastProvider!
+            var nextRefreshAt: Timestamp?
+            if credential.status.grantStartedAt != nil || credential.status.state == .refreshing {
+                // The grant may have reached the provider; retry at once with the refresh token
+                // the store still holds, inside the provider's reuse grace if it has one.
+                nextRefreshAt = Timestamp(millisecondsSince1970: 0)
+                chunk.recovering += 1
+            } else if let configuration = provider.configuration {
+                let events = plannedEvents(
+                    status: credential.status, hasRefreshToken: indexed.hasRefreshToken,
+                    times: (credential.issuedAt, credential.expiresAt, credential.sessionStartedAt), provider: configuration, now: current
+                )
+                nextRefreshAt = events.due
+                if let warnAt = events.warnAt { chunk.warn.append((credential.userIdentifier, warnAt)) }
+            }
+            if let nextRefreshAt { chunk.due.append((credential.userIdentifier, nextRefreshAt)) }
+            let readers: ResolvedReaders
+            if let known = resolved[credential.readers] {
+                readers = known
+            } else {
+                readers = SystemIdentity.resolve(credential.readers)
+                if resolved.count < 10_000 { resolved[credential.readers] = readers }
+            }
+            chunk.entries.append(ViewEntry(indexed: indexed, policy: provider.policy, resolvedReaders: readers, nextRefreshAt: nextRefreshAt))
+        }
+        return chunk
     }
 
     /// Applies a new configuration: providers, policies, limits; rebuilds the view and the plan.
@@ -135,6 +208,8 @@ actor CredentialRegistry {
             throw .permissionDenied(request.userIdentifier)
         }
 
+        // A HAT PDA token is verified (signature, alg, iss, application, exp) before anything is stored.
+        let isHAT = try await verifyHATEnrolment(request)
         var object = JSONObject()
         object["access_token"] = .string(request.accessToken)
         object.setIfPresent("refresh_token", request.refreshToken.map(JSONValue.string))
@@ -151,7 +226,7 @@ actor CredentialRegistry {
         } catch {
             throw .invalidCredential(error.description)
         }
-        if request.refreshToken == nil {
+        if request.refreshToken == nil, !isHAT {
             logger.info("credential has no refresh token; it is served until it expires", metadata: ["user_identifier": "\(request.userIdentifier)"])
         }
         let credential = Credential(
@@ -172,11 +247,13 @@ actor CredentialRegistry {
         await lock(request.userIdentifier)
         defer { unlock(request.userIdentifier) }
         if let existing = view[request.userIdentifier] {
-            guard request.replace else { throw .credentialExists(request.userIdentifier) }
+            // Permission first: a caller who may not manage the credential hears
+            // PermissionDenied whether or not it asked to replace it.
             guard policy.mayManage(caller, readers: existing.readers) else {
                 logDenied(caller, action: "replace", user: request.userIdentifier)
                 throw .permissionDenied(request.userIdentifier)
             }
+            guard request.replace else { throw .credentialExists(request.userIdentifier) }
         }
         let stored: Credential
         do {
@@ -244,6 +321,10 @@ actor CredentialRegistry {
     // MARK: Keys
 
     func rotateKey(caller: CallerIdentity) async throws(VarlinkError) -> (String, Int) {
+        if coordination.nodeName != nil {
+            // The new key would exist on this node only; the others could not open what it seals.
+            throw .keyRotationUnavailable("the store is shared with other nodes; install a new key file on every node instead")
+        }
         do {
             let result = try await keys.rotate(store: store)
             logger.notice("master key rotated", metadata: ["key_id": "\(result.keyID)", "reencrypted": "\(result.reencrypted)", "uid": "\(caller.uid)"])

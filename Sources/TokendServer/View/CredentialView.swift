@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import TokendCore
 
@@ -53,30 +54,64 @@ final class CredentialView: Sendable {
             if old?.status.state != .reauthenticationRequired {
                 hub.publish(new.userIdentifier, .reauthenticationRequired(reason: new.status.lastError ?? "the login has ended"))
             }
-        } else if old?.accessToken != new.accessToken || old?.deadline != new.deadline {
+        } else if let old {
+            // Tokens are compared only when someone listens, and not at all when the entry was
+            // rebuilt around the same token, so a token loaded sealed is not opened for this.
+            guard hub.hasSubscribers(new.userIdentifier) else { return }
+            if old.deadline != new.deadline || (!old.token.isKnownSame(as: new.token) && old.accessToken != new.accessToken) {
+                hub.publish(new.userIdentifier, .updated(new))
+            }
+        } else {
             hub.publish(new.userIdentifier, .updated(new))
         }
     }
 
     /// Replaces every entry at once (start-up and reload).
     func replaceAll(with entries: [ViewEntry]) {
-        var grouped = Array(repeating: [String: ViewEntry](), count: shards.count)
-        for entry in entries {
-            grouped[Int(UInt(bitPattern: entry.userIdentifier.hashValue) % UInt(shards.count))][entry.userIdentifier] = entry
-        }
+        let grouped = Self.group(entries, shardCount: shards.count)
         for (index, shard) in shards.enumerated() {
             let newEntries = grouped[index]
             let old = shard.entries.withLock { entries in
                 defer { entries = newEntries }
                 return entries
             }
+            // Nobody can watch before the socket listens: start-up skips the per-entry lookups.
+            guard !hub.isEmpty else { continue }
             for (user, entry) in newEntries { notifyChange(from: old[user], to: entry) }
             for user in old.keys where newEntries[user] == nil { hub.publish(user, .removed) }
         }
         changes.signal()
     }
 
+    /// The entries by shard, each shard's table built on its own thread (start-up builds tables
+    /// of a million entries; the shards are independent).
+    private static func group(_ entries: [ViewEntry], shardCount: Int) -> [[String: ViewEntry]] {
+        let shardOf = entries.map { Int(UInt(bitPattern: $0.userIdentifier.hashValue) % UInt(shardCount)) }
+        let capacity = entries.count / shardCount + entries.count / 64 + 16
+        let built = Mutex(Array(repeating: [String: ViewEntry](), count: shardCount))
+        let build: @Sendable (Int) -> Void = { shard in
+            var table = [String: ViewEntry](minimumCapacity: capacity)
+            for index in shardOf.indices where shardOf[index] == shard { table[entries[index].userIdentifier] = entries[index] }
+            built.withLock { $0[shard] = table }
+        }
+        if entries.count < 10_000 {
+            for shard in 0..<shardCount { build(shard) }
+        } else {
+            DispatchQueue.concurrentPerform(iterations: shardCount, execute: build)
+        }
+        return built.withLock { $0 }
+    }
+
     var count: Int { shards.reduce(0) { total, shard in total + shard.entries.withLock { $0.count } } }
+
+    /// A snapshot of all entries in no particular order: for counting, where sorting a large
+    /// view would cost more than everything else.
+    func unsortedSnapshot() -> [ViewEntry] {
+        var all: [ViewEntry] = []
+        all.reserveCapacity(count)
+        for shard in shards { shard.entries.withLock { all.append(contentsOf: $0.values) } }
+        return all
+    }
 
     /// A snapshot of all entries, sorted by user identifier (for `Status`).
     func snapshot() -> [ViewEntry] {

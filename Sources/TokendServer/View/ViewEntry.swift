@@ -1,15 +1,23 @@
+import Synchronization
 import TokendCore
 import TokendJSON
 import TokendProtocol
+import TokendStorage
 
 /// What the event loops need to answer `ProvideTokenReplacement` for one user without touching
-/// the store: the token, its deadline, who may read it, and the reply already encoded.
+/// the store: the token, its deadline, who may read it, and the reply, encoded once.
 ///
 /// Immutable: a refresh replaces the entry as a whole, so a reader never sees half an update.
+/// Entries loaded at start-up do not hold their access token: it is read from the store and
+/// opened when first asked for (``DeferredAccessToken``, about 20 µs), and only the encoded
+/// reply is kept, so a million credentials are ready in seconds and hold one copy of each token
+/// that is in use.
 final class ViewEntry: Sendable {
     let userIdentifier: String
     let provider: String
-    let accessToken: String
+    /// The access token, or where to read it; carried over by every entry rebuilt from this one
+    /// (same token, new status or policy), so a rebuild never reads it.
+    let token: DeferredAccessToken
     let tokenType: String
     let scope: String?
     let issuedAt: Timestamp
@@ -27,28 +35,42 @@ final class ViewEntry: Sendable {
     let hasRefreshToken: Bool
     /// The planned proactive refresh, if one is scheduled.
     let nextRefreshAt: Timestamp?
-    /// `{"parameters":{"credentials":{…}}}`, ready to be written with its NUL.
-    let replyBytes: [UInt8]
+    private let encodedReply = Mutex<[UInt8]?>(nil)
 
     convenience init(credential: Credential, policy: RefreshPolicy, resolvedReaders: ResolvedReaders, nextRefreshAt: Timestamp?) {
-        self.init(fields: credential, hasRefreshToken: credential.refreshToken != nil, policy: policy, resolvedReaders: resolvedReaders, nextRefreshAt: nextRefreshAt)
+        self.init(
+            metadata: credential, token: .plain(credential.accessToken), hasRefreshToken: credential.refreshToken != nil,
+            policy: policy, resolvedReaders: resolvedReaders, nextRefreshAt: nextRefreshAt)
+    }
+
+    /// An entry loaded at start-up; its token is read when first asked for.
+    convenience init(indexed: IndexedCredential, policy: RefreshPolicy, resolvedReaders: ResolvedReaders, nextRefreshAt: Timestamp?) {
+        self.init(
+            metadata: indexed.metadata, token: indexed.accessToken, hasRefreshToken: indexed.hasRefreshToken,
+            policy: policy, resolvedReaders: resolvedReaders, nextRefreshAt: nextRefreshAt)
     }
 
     /// The same token with a new policy, readers or status (reload, refresh bookkeeping).
     convenience init(rebuilding old: ViewEntry, policy: RefreshPolicy, resolvedReaders: ResolvedReaders, status: RefreshStatus, nextRefreshAt: Timestamp?) {
-        let credential = Credential(
-            userIdentifier: old.userIdentifier, provider: old.provider, accessToken: SecretString(old.accessToken), refreshToken: nil,
+        let metadata = Credential(
+            userIdentifier: old.userIdentifier, provider: old.provider, accessToken: SecretString(""), refreshToken: nil,
             tokenType: old.tokenType, scope: old.scope, expiresAt: old.expiresAt, issuedAt: old.issuedAt,
             sessionStartedAt: old.sessionStartedAt, readers: old.readers, enrolment: old.enrolment, status: status, generation: old.generation
         )
-        self.init(fields: credential, hasRefreshToken: old.hasRefreshToken, policy: policy, resolvedReaders: resolvedReaders, nextRefreshAt: nextRefreshAt)
+        self.init(
+            metadata: metadata, token: old.token, hasRefreshToken: old.hasRefreshToken, policy: policy, resolvedReaders: resolvedReaders,
+            nextRefreshAt: nextRefreshAt)
     }
 
-    private init(fields credential: Credential, hasRefreshToken: Bool, policy: RefreshPolicy, resolvedReaders: ResolvedReaders, nextRefreshAt: Timestamp?) {
+    /// `metadata`'s tokens are ignored: the access token is `token`.
+    private init(
+        metadata credential: Credential, token: DeferredAccessToken, hasRefreshToken: Bool, policy: RefreshPolicy,
+        resolvedReaders: ResolvedReaders, nextRefreshAt: Timestamp?
+    ) {
+        self.token = token
         self.hasRefreshToken = hasRefreshToken
         userIdentifier = credential.userIdentifier
         provider = credential.provider
-        accessToken = credential.accessToken.value
         tokenType = credential.tokenType
         scope = credential.scope
         issuedAt = credential.issuedAt
@@ -62,18 +84,40 @@ final class ViewEntry: Sendable {
         status = credential.status
         generation = credential.generation
         self.nextRefreshAt = nextRefreshAt
+    }
+
+    /// The access token (read from the store each time for an entry loaded at start-up: only
+    /// rare paths need it, the hot path uses ``replyBytes``); empty if it cannot be read, and
+    /// then ``replyBytes`` is an error reply, so it is never served.
+    var accessToken: String { (try? token.open(userIdentifier: userIdentifier, provider: provider).value) ?? "" }
+
+    /// `{"parameters":{"credentials":{…}}}`, ready to be written with its NUL; encoded on first
+    /// use. A stored token that cannot be read gives a `StorageFailed` error reply instead,
+    /// which is not kept (the next call tries again).
+    var replyBytes: [UInt8] {
+        if let cached = encodedReply.withLock({ $0 }) { return cached }
+        guard let bytes = encodeReply() else {
+            return ErrorReplies.encode(.storageFailed("the stored access token of '\(userIdentifier)' cannot be read"))
+        }
+        encodedReply.withLock { $0 = bytes }
+        return bytes
+    }
+
+    private func encodeReply() -> [UInt8]? {
+        guard let secret = try? token.open(userIdentifier: userIdentifier, provider: provider) else { return nil }
         let wire = Credentials(
-            userIdentifier: credential.userIdentifier,
-            accessToken: credential.accessToken.value,
-            tokenType: credential.tokenType,
+            userIdentifier: userIdentifier,
+            accessToken: secret.value,
+            tokenType: tokenType,
             expiresAt: deadline.secondsSince1970,
-            issuedAt: credential.issuedAt.secondsSince1970,
-            scope: credential.scope
+            issuedAt: issuedAt.secondsSince1970,
+            scope: scope
         )
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(160 + accessToken.utf8.count)
+        bytes.reserveCapacity(160 + secret.value.utf8.count)
         VarlinkReply(parameters: ["credentials": .object(wire.json)]).encode(into: &bytes)
-        replyBytes = bytes
+        // Kept for the entry's lifetime: trim the reserve (a million replies, 32 bytes each).
+        return bytes.withUnsafeBufferPointer { Array($0) }
     }
 
     /// The state as a caller should see it now: a token past its deadline reads as expired

@@ -44,5 +44,13 @@ final class WatchHub: Sendable {
         for subscriber in targets { subscriber.deliver(event) }
     }
 
+    /// Whether nobody watches anything.
+    var isEmpty: Bool { subscribers.withLock { $0.isEmpty } }
+
+    /// Whether anyone watches `userIdentifier`.
+    func hasSubscribers(_ userIdentifier: String) -> Bool {
+        subscribers.withLock { $0[userIdentifier] != nil }
+    }
+
     var count: Int { subscribers.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 }

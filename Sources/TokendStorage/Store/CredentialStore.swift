@@ -25,6 +25,14 @@ public protocol CredentialStore: Sendable {
     ///   (naming the user identifier), `.corruptRecord` for unreadable metadata.
     func loadAll() async throws -> [Credential]
 
+    /// Every credential without its tokens, the access token read when first used, in no
+    /// particular order: what the daemon loads at start-up. The default implementation
+    /// (`CredentialStore+Index.swift`) maps ``loadAll()``; override it to skip decryption.
+    ///
+    /// - Throws: ``StorageError``; `.corruptRecord` for unreadable metadata. A token that
+    ///   cannot be opened fails when it is opened (``DeferredAccessToken/open()``), not here.
+    func loadIndex() async throws -> [IndexedCredential]
+
     /// One credential, decrypted, or `nil` if there is none for `userIdentifier`.
     func load(userIdentifier: String) async throws -> Credential?
 

@@ -117,17 +117,22 @@ extension SQLiteCredentialStore {
 
     public func keyIDsInUse() async throws -> Set<String> {
         try await read("list the keys in use") { db in
-            // Each blob names its key in bytes 2…9 (SQLite's substr counts from 1).
-            Set(
-                try String.fetchAll(
-                    db,
-                    sql: """
-                        SELECT lower(hex(substr(access_token, 2, 8))) FROM credentials
-                        UNION
-                        SELECT lower(hex(substr(refresh_token, 2, 8))) FROM credentials WHERE refresh_token IS NOT NULL
-                        """
-                )
-            )
+            // Each blob names its key in bytes 2…9 (SQLite's substr counts from 1). The distinct
+            // values are walked in order through the expression indexes (schema v2): one probe
+            // per key in use, however many rows there are.
+            var ids = Set<String>()
+            for column in ["access_token", "refresh_token"] {
+                let key = "substr(\(column), 2, 8)"
+                var last = Data()
+                for _ in 0..<100_000 {
+                    guard let next = try Data.fetchOne(
+                        db, sql: "SELECT min(\(key)) FROM credentials WHERE \(key) > ?", arguments: [last]
+                    ) else { break }
+                    ids.insert(MasterKey.hex(next))
+                    last = next
+                }
+            }
+            return ids
         }
     }
 

@@ -2,7 +2,7 @@ import GRDB
 
 extension SQLiteCredentialStore {
     /// The schema version the newest migration produces; recorded in `meta` for people and tools.
-    static let schemaVersion = 1
+    static let schemaVersion = 2
 
     /// The migrations, oldest first. Never edit a registered migration: add a new one.
     ///
@@ -52,6 +52,18 @@ extension SQLiteCredentialStore {
                         generation INTEGER NOT NULL,
                         updated_at INTEGER NOT NULL
                     ) STRICT;
+                    """
+            )
+        }
+        // The master key each blob names (bytes 2…9), indexed so that ``keyIDsInUse()``, which
+        // runs at every start, finds the few distinct keys with one index probe each instead of
+        // reading every row (about 1.3 s per call at a million credentials).
+        migrator.registerMigration("v2-key-id-indexes") { db in
+            try db.execute(
+                sql: """
+                    CREATE INDEX credentials_access_token_key ON credentials (substr(access_token, 2, 8));
+                    CREATE INDEX credentials_refresh_token_key ON credentials (substr(refresh_token, 2, 8));
+                    UPDATE meta SET value = 2 WHERE key = 'schema_version';
                     """
             )
         }

@@ -183,6 +183,9 @@ public final class SQLiteCredentialStore: CredentialStore {
         }
     }
 
+    /// Whether ``close()`` has been called.
+    var isClosedNow: Bool { isClosed.withLock { $0 } }
+
     private func checkOpen() throws {
         if isClosed.withLock({ $0 }) {
             throw StorageError(code: .closed, message: "the credential store \(databasePath) is closed")

@@ -13,6 +13,8 @@ public struct StatusLine: Sendable, Hashable {
     public var retrying: Int
     /// The next planned refresh, in seconds since 1970, if any.
     public var nextRefresh: Int64?
+    /// Why the credential store cannot be reached, if it cannot (tokens are then served from memory).
+    public var storeProblem: String?
 
     /// Creates a summary.
     public init(credentials: Int, reauthenticationRequired: Int, retrying: Int = 0, nextRefresh: Int64? = nil) {
@@ -31,6 +33,7 @@ public struct StatusLine: Sendable, Hashable {
         parts.append("\(reauthenticationRequired) \(reauthenticationRequired == 1 ? "needs" : "need") reauthentication")
         if retrying > 0 { parts.append("\(retrying) retrying") }
         if let nextRefresh { parts.append("next refresh \(timeOfDay(nextRefresh))") }
+        if let storeProblem { parts.append("credential store unavailable: \(storeProblem)") }
         return parts.joined(separator: ", ")
     }
 

@@ -47,6 +47,16 @@ final class FaultProxy: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, SIGTERM) }
     }
 
+    /// Takes the server down at once (SIGKILL) and waits until its port refuses connections.
+    func bringDown() async throws {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while process.isRunning || FreePort.isListening(port), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        guard !FreePort.isListening(port) else { throw TestFailure("the fault proxy is still listening") }
+    }
+
     deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 }
 

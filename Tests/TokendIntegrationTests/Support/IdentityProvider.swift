@@ -11,6 +11,8 @@ final class IdentityProvider: @unchecked Sendable {
         var rotate = true
         var tls: (cert: String, key: String)?
         var oidc = false
+        /// More `idp.py serve` arguments (e.g. `--device-flow --device-interval 1`).
+        var extraArguments: [String] = []
     }
 
     let stateDirectory: String
@@ -54,6 +56,7 @@ final class IdentityProvider: @unchecked Sendable {
         arguments.append(options.rotate ? "--rotate" : "--no-rotate")
         if let tls = options.tls { arguments += ["--tls-cert", tls.cert, "--tls-key", tls.key] }
         if options.oidc { arguments.append("--oidc") }
+        arguments += options.extraArguments
         process.executableURL = URL(fileURLWithPath: Self.python)
         process.arguments = arguments
         let output = Pipe()

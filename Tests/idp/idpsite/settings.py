@@ -30,6 +30,8 @@ MIDDLEWARE = [
     # Outermost, so the log line is written before gunicorn sends the
     # response: a test that got its answer can count the POST at once.
     "idpsite.support.AccessLogMiddleware",
+    # RFC 8628 expiry and slow_down, which DOT leaves out (--device-flow only).
+    "idpsite.device_polling.DevicePollingMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -95,6 +97,7 @@ OAUTH2_PROVIDER = {
 if os.environ.get("IDP_BASE_URL") and _env_bool("IDP_DEVICE_FLOW"):
     # RFC 8628: oauthlib refuses device authorization without this URI.
     OAUTH2_PROVIDER["OAUTH_DEVICE_VERIFICATION_URI"] = os.environ["IDP_BASE_URL"] + "/o/device/"
+    OAUTH2_PROVIDER["DEVICE_FLOW_INTERVAL"] = int(os.environ.get("IDP_DEVICE_INTERVAL") or 5)
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,129 @@
+import Foundation
+import NIOCore
+import PostgresNIO
+import TokendCore
+import TokendStorage
+
+/// A value bound into a statement: the store's columns are text, bigint or bytea.
+enum ColumnValue: Sendable {
+    case text(String?)
+    case bigint(Int64?)
+    case bytes([UInt8]?)
+
+    func append(to bindings: inout PostgresBindings) throws {
+        switch self {
+        case .text(let value): try bindings.append(value)
+        case .bigint(let value): try bindings.append(value)
+        case .bytes(let value): try bindings.append(value.map { ByteBuffer(bytes: $0) })
+        }
+    }
+}
+
+extension PostgresCredentialStore {
+    /// The columns `SELECT`ed for a credential, in the order ``credential(from:cipher:)`` reads.
+    static let selectColumns = """
+        user_identifier, provider, salt, access_token, refresh_token, token_type, scope, expires_at, issued_at,
+        session_started_at, readers, enrolled_uid, enrolled_pid, enrolled_at, state, last_refresh_at, last_error,
+        refresh_count, grant_started_at, retry_at, generation
+        """
+
+    /// Every column of a row except `user_identifier`, `generation` and `updated_at`, with
+    /// freshly sealed tokens.
+    static func columnValues(_ credential: Credential, cipher: CredentialCipher) throws -> [(String, ColumnValue)] {
+        let salt = CredentialCipher.makeSalt()
+        func binding(_ column: TokenColumn) -> SealBinding {
+            SealBinding(userIdentifier: credential.userIdentifier, provider: credential.provider, column: column)
+        }
+        let access = try cipher.seal(credential.accessToken, salt: salt, binding: binding(.accessToken))
+        let refresh = try credential.refreshToken.map { try cipher.seal($0, salt: salt, binding: binding(.refreshToken)) }
+        return [
+            ("provider", .text(credential.provider)),
+            ("salt", .bytes(salt)),
+            ("access_token", .bytes(access)),
+            ("refresh_token", .bytes(refresh)),
+            ("token_type", .text(credential.tokenType)),
+            ("scope", .text(credential.scope)),
+            ("expires_at", .bigint(credential.expiresAt.millisecondsSince1970)),
+            ("issued_at", .bigint(credential.issuedAt.millisecondsSince1970)),
+            ("session_started_at", .bigint(credential.sessionStartedAt.millisecondsSince1970)),
+            ("readers", .text(try encodeReaders(credential.readers))),
+            ("enrolled_uid", .bigint(Int64(credential.enrolment.uid))),
+            ("enrolled_pid", .bigint(Int64(credential.enrolment.pid))),
+            ("enrolled_at", .bigint(credential.enrolment.at.millisecondsSince1970)),
+        ] + statusValues(credential.status)
+    }
+
+    static func statusValues(_ status: RefreshStatus) -> [(String, ColumnValue)] {
+        [
+            ("state", .text(status.state.rawValue)),
+            ("last_refresh_at", .bigint(status.lastRefreshAt?.millisecondsSince1970)),
+            ("last_error", .text(status.lastError)),
+            ("refresh_count", .bigint(status.refreshCount)),
+            ("grant_started_at", .bigint(status.grantStartedAt?.millisecondsSince1970)),
+            ("retry_at", .bigint(status.retryAt?.millisecondsSince1970)),
+        ]
+    }
+
+    static func encodeReaders(_ readers: [Reader]) throws -> String {
+        String(decoding: try JSONEncoder().encode(readers.map(\.description)), as: UTF8.self)
+    }
+
+    /// Decodes and decrypts a row selected with ``selectColumns``.
+    static func credential(from row: PostgresRow, cipher: CredentialCipher) throws -> Credential {
+        let cells = row.makeRandomAccess()
+        let user = (try? cells["user_identifier"].decode(String.self)) ?? "?"
+        func corrupt(_ column: String, _ problem: String) -> StorageError {
+            StorageError(code: .corruptRecord, message: "stored credential '\(user)' has an invalid \(column): \(problem)")
+        }
+        func value<T: PostgresDecodable>(_ column: String, _ type: T.Type = T.self) throws -> T {
+            do { return try cells[column].decode(T.self) } catch { throw corrupt(column, "unexpected type or missing") }
+        }
+        func time(_ column: String) throws -> Timestamp { Timestamp(millisecondsSince1970: try value(column, Int64.self)) }
+        func optionalTime(_ column: String) throws -> Timestamp? {
+            try value(column, Int64?.self).map { Timestamp(millisecondsSince1970: $0) }
+        }
+        let provider: String = try value("provider")
+        let salt = Array(try value("salt", ByteBuffer.self).readableBytesView)
+        func open(_ buffer: ByteBuffer, _ column: TokenColumn) throws -> SecretString {
+            try cipher.open(
+                Array(buffer.readableBytesView), salt: salt,
+                binding: SealBinding(userIdentifier: user, provider: provider, column: column)
+            )
+        }
+        let stateText: String = try value("state")
+        guard let state = CredentialState(rawValue: stateText) else { throw corrupt("state", "unknown state '\(stateText)'") }
+        let readersText: String = try value("readers")
+        guard let readerStrings = try? JSONDecoder().decode([String].self, from: Data(readersText.utf8)) else {
+            throw corrupt("readers", "not a JSON array of strings")
+        }
+        let readers = try readerStrings.map { text in
+            guard let reader = Reader(text) else { throw corrupt("readers", "unknown reader '\(text)'") }
+            return reader
+        }
+        guard let uid = UInt32(exactly: try value("enrolled_uid", Int64.self)),
+            let pid = Int32(exactly: try value("enrolled_pid", Int64.self))
+        else { throw corrupt("enrolment", "out of range") }
+        return Credential(
+            userIdentifier: user,
+            provider: provider,
+            accessToken: try open(try value("access_token"), .accessToken),
+            refreshToken: try value("refresh_token", ByteBuffer?.self).map { try open($0, .refreshToken) },
+            tokenType: try value("token_type"),
+            scope: try value("scope", String?.self),
+            expiresAt: try time("expires_at"),
+            issuedAt: try time("issued_at"),
+            sessionStartedAt: try time("session_started_at"),
+            readers: readers,
+            enrolment: Enrolment(uid: uid, pid: pid, at: try time("enrolled_at")),
+            status: RefreshStatus(
+                state: state,
+                lastRefreshAt: try optionalTime("last_refresh_at"),
+                lastError: try value("last_error", String?.self),
+                refreshCount: try value("refresh_count"),
+                grantStartedAt: try optionalTime("grant_started_at"),
+                retryAt: try optionalTime("retry_at")
+            ),
+            generation: try value("generation")
+        )
+    }
+}

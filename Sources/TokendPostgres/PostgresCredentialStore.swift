@@ -1,0 +1,201 @@
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+import TokendCore
+import TokendStorage
+
+/// The shared credential store: one PostgreSQL database that several tokend nodes use at once.
+///
+/// Same concepts as ``SQLiteCredentialStore``: one row per credential, tokens sealed with
+/// ``CredentialCipher`` under the master key every node loads, and a store-wide generation (a
+/// PostgreSQL sequence, so it only grows, across nodes and across remove and re-insert) for
+/// compare-and-swap. On top:
+///
+/// - Refresh leases (`tokend_leases`, see ``PostgresRefreshCoordination``). While this node
+///   holds the lease of a credential, every write of that credential also requires that the lease
+///   still carries the fencing counter it was taken with, so a node whose lease was taken over
+///   never overwrites the newer holder's token.
+/// - A trigger announces every committed change on the `tokend_changes` channel (user
+///   identifier and generation, never a secret) for the other nodes' `LISTEN`.
+///
+/// Every operation is bounded by `operationTimeoutMilliseconds`; a failure to reach the server
+/// marks the store unavailable until an operation succeeds again. The password is only handed
+/// to postgres-nio, never logged or put in an error.
+public final class PostgresCredentialStore: CredentialStore {
+    public let settings: PostgresStoreSettings
+    public let address: PostgresURL
+    let client: PostgresClient
+    let logger: Logger
+    let now: @Sendable () -> Timestamp
+    let monitor: HealthMonitor
+    private let runTask: Task<Void, Never>
+    private let keyringBox: Mutex<Keyring>
+    private let isClosed = Mutex(false)
+    /// Leases this node holds, by user identifier → fencing counter; writes of those credentials
+    /// are fenced by it.
+    let leaseBook = Mutex<[String: Int64]>([:])
+
+    /// Connects, and brings the schema up to date (safe when several nodes start at once).
+    ///
+    /// - Throws: ``StorageError``: `.database` if the URL is invalid, the server cannot be
+    ///   reached, or its schema is newer than this build.
+    public static func open(
+        settings: PostgresStoreSettings, keyring: Keyring, logger: Logger = Logger(label: "tokend.postgres"),
+        productVersion: String = "unknown", eventLoopGroup: any EventLoopGroup = PostgresClient.defaultEventLoopGroup,
+        now: @escaping @Sendable () -> Timestamp = SQLiteCredentialStore.systemNow
+    ) async throws -> PostgresCredentialStore {
+        let store = try PostgresCredentialStore(settings: settings, keyring: keyring, logger: logger, eventLoopGroup: eventLoopGroup, now: now)
+        do {
+            try await store.migrate(productVersion: productVersion)
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        logger.info("opened shared credential store", metadata: ["url": "\(store.address)", "node": "\(settings.nodeName)"])
+        return store
+    }
+
+    init(
+        settings: PostgresStoreSettings, keyring: Keyring, logger: Logger, eventLoopGroup: any EventLoopGroup,
+        now: @escaping @Sendable () -> Timestamp
+    ) throws {
+        do {
+            address = try PostgresURL.parse(settings.url)
+        } catch {
+            throw StorageError(code: .database, message: "store url \(error.description)")
+        }
+        self.settings = settings
+        self.logger = logger
+        self.now = now
+        self.keyringBox = Mutex(keyring)
+        self.monitor = HealthMonitor(now: now)
+        var configuration = PostgresClient.Configuration(
+            host: address.host, port: address.port, username: address.user, password: settings.password,
+            database: address.database, tls: .prefer(.makeClientConfiguration())
+        )
+        configuration.options.connectTimeout = .milliseconds(settings.operationTimeoutMilliseconds)
+        configuration.options.maximumConnections = 8
+        configuration.options.keepAliveBehavior = .init(frequency: .seconds(10))
+        configuration.options.additionalStartupParameters = [("application_name", "tokend \(settings.nodeName)")]
+        // postgres-nio logs every failed connection attempt at info; the store reports outages itself.
+        var backgroundLogger = logger
+        backgroundLogger.logLevel = max(logger.logLevel, .warning)
+        let client = PostgresClient(configuration: configuration, eventLoopGroup: eventLoopGroup, backgroundLogger: backgroundLogger)
+        self.client = client
+        runTask = Task { await client.run() }
+    }
+
+    /// A cipher over the current keyring.
+    var cipher: CredentialCipher { CredentialCipher(keyring: keyringBox.withLock { $0 }) }
+
+    func replaceKeyring(_ keyring: Keyring) { keyringBox.withLock { $0 = keyring } }
+
+    /// The store's health now.
+    public var health: StoreHealth { monitor.current }
+
+    public func close() async throws {
+        let already = isClosed.withLock { closed in
+            defer { closed = true }
+            return closed
+        }
+        if already { return }
+        runTask.cancel()
+        await runTask.value
+    }
+
+    public func probeWriter() async throws {
+        try await run("probe the database") { client in
+            try await client.query("SELECT 1", logger: self.logger).collect()
+        }
+    }
+
+    // MARK: Running operations
+
+    /// Runs `body` with a time limit, in an unstructured task (a write that has started is not
+    /// abandoned when the caller is cancelled), and maps every error to a secret-free
+    /// ``StorageError``. Reaching the server or not updates the store's health.
+    func run<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        if isClosed.withLock({ $0 }) {
+            throw StorageError(code: .closed, message: "the shared credential store is closed")
+        }
+        let client = client
+        let task = Task { try await body(client) }
+        let limit = Duration.milliseconds(settings.operationTimeoutMilliseconds)
+        let timer = Task {
+            try await Task.sleep(for: limit)
+            task.cancel()
+        }
+        defer { timer.cancel() }
+        let started = ContinuousClock.now
+        do {
+            let value = try await task.value
+            monitor.succeeded()
+            return value
+        } catch let error as StorageError {
+            // Conflicts and the like come from a server that answered.
+            monitor.succeeded()
+            throw error
+        } catch {
+            if ContinuousClock.now - started >= limit {
+                let problem = "the database did not answer within \(DurationFormat.humanReadable(limit))"
+                monitor.failed(problem)
+                throw StorageError(code: .database, message: "cannot \(what): \(problem)")
+            }
+            let mapped = Self.describe(error)
+            if mapped.serverAnswered { monitor.succeeded() } else { monitor.failed(mapped.text) }
+            throw StorageError(code: .database, message: "cannot \(what): \(mapped.text)")
+        }
+    }
+
+    /// A secret-free description of a postgres-nio error, and whether the server answered it
+    /// (an SQL error) rather than being unreachable.
+    static func describe(_ error: any Error) -> (text: String, serverAnswered: Bool) {
+        if let error = error as? PSQLError {
+            if let info = error.serverInfo {
+                // The primary message names objects, not bound values (tokens are only ever bound).
+                let state = info[.sqlState] ?? "?"
+                let message = info[.message] ?? "error"
+                return ("PostgreSQL error \(state): \(message)", true)
+            }
+            return ("the database is unreachable (\(error.code))", false)
+        }
+        if error is CancellationError { return ("cancelled", false) }
+        return ("the database is unreachable (\(type(of: error)))", false)
+    }
+}
+
+/// Tracks whether the database answers; told by every operation and by the `LISTEN` connection.
+final class HealthMonitor: Sendable {
+    private let state: Mutex<(problem: String?, since: Timestamp?)> = Mutex((nil, nil))
+    private let observers = Mutex<[@Sendable () -> Void]>([])
+    let now: @Sendable () -> Timestamp
+
+    init(now: @escaping @Sendable () -> Timestamp) { self.now = now }
+
+    var current: StoreHealth {
+        let (problem, since) = state.withLock { $0 }
+        return StoreHealth(kind: "postgresql", problem: problem, since: since)
+    }
+
+    func onChange(_ observer: @escaping @Sendable () -> Void) { observers.withLock { $0.append(observer) } }
+
+    func succeeded() {
+        let changed = state.withLock { state in
+            defer { state = (nil, nil) }
+            return state.problem != nil
+        }
+        if changed { notify() }
+    }
+
+    func failed(_ problem: String) {
+        let time = now()
+        let changed = state.withLock { state in
+            defer { state = (problem, state.since ?? time) }
+            return state.problem != problem
+        }
+        if changed { notify() }
+    }
+
+    private func notify() { for observer in observers.withLock({ $0 }) { observer() } }
+}

@@ -1,0 +1,73 @@
+import Logging
+import TokendConfig
+import TokendCore
+import TokendPostgres
+import TokendStorage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The credential store the configuration chose, with its refresh coordination.
+struct OpenedStore: Sendable {
+    let store: any CredentialStore
+    let coordination: any RefreshCoordination
+    /// Set for the shared store: its change feed runs while the daemon does.
+    let shared: PostgresRefreshCoordination?
+}
+
+extension TokendDaemon {
+    /// Opens the SQLite store in the state directory, or connects to the shared PostgreSQL one.
+    func openStore(keyring: Keyring) async throws -> OpenedStore {
+        switch configuration.store {
+        case .sqlite:
+            let store = try SQLiteCredentialStore(
+                stateDirectory: configuration.stateDirectory, keyring: keyring,
+                configuration: .init(productVersion: DaemonInfo.version))
+            return OpenedStore(store: store, coordination: LocalRefreshCoordination(), shared: nil)
+        case .postgresql(let settings):
+            let node = configuration.nodeName ?? Self.hostName()
+            let store = try await PostgresCredentialStore.open(
+                settings: PostgresStoreSettings(
+                    url: settings.url, password: settings.password?.value, leaseMilliseconds: settings.lease.milliseconds,
+                    nodeName: node, reconcileMilliseconds: settings.reconcileInterval.milliseconds
+                ),
+                keyring: keyring, logger: logger, productVersion: DaemonInfo.version, eventLoopGroup: group
+            )
+            let coordination = PostgresRefreshCoordination(store: store, productVersion: DaemonInfo.version, logger: logger)
+            logger.notice("sharing credentials with other nodes", metadata: [
+                "node": "\(node)", "store": "\(store.address)", "lease": "\(DurationFormat.humanReadable(settings.lease))",
+            ])
+            return OpenedStore(store: store, coordination: coordination, shared: coordination)
+        }
+    }
+
+    /// Applies other nodes' changes to this node's registry until cancelled; a change of the
+    /// store's health is a change of status (`STATUS=`).
+    func startSharedStoreFeed(_ opened: OpenedStore, registry: CredentialRegistry, view: CredentialView) -> Task<Void, Never>? {
+        guard let shared = opened.shared else { return nil }
+        let logger = logger
+        shared.onHealthChange { [view] in
+            let health = shared.health()
+            if let problem = health.problem {
+                logger.error("the credential store is unavailable; serving tokens from memory", metadata: ["problem": "\(problem)"])
+            } else {
+                logger.notice("the credential store is available again")
+            }
+            view.changes.signal()
+        }
+        let handlers = ChangeHandlers(
+            credentialChanged: { user, generation in await registry.applyStoredChange(user, generation: generation) },
+            reconcile: { generations in await registry.reconcile(with: generations) }
+        )
+        return Task { await shared.run(handlers: handlers) }
+    }
+
+    /// The host name, the default node name.
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        let name = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return ConfigurationParser.isValidNodeName(name) ? name : "localhost"
+    }
+}

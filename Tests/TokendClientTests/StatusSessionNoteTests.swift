@@ -1,0 +1,46 @@
+import Testing
+import TokendClient
+import TokendProtocol
+
+/// `tokenctl status` tells when a login with an absolute end (a HAT PDA's 30 days) must be renewed by hand.
+struct StatusSessionNoteTests {
+    static let now: Int64 = 1_700_000_000
+
+    private func row(_ user: String = "alice", state: String = "valid", endsIn: Int64?) -> CredentialStatus {
+        CredentialStatus(
+            userIdentifier: user, provider: "pda", state: state, expiresAt: Self.now + 3600, issuedAt: 0, sessionStartedAt: 0,
+            sessionEndsAt: endsIn.map { Self.now + $0 }
+        )
+    }
+
+    @Test(arguments: [
+        (Int64(2 * 86400 + 3 * 3600), "alice: the login ends in 2d 3h; reauthenticate within 2 days"),
+        (Int64(29 * 86400 + 60), "alice: the login ends in 29d; reauthenticate within 29 days"),
+        (Int64(86400 + 5), "alice: the login ends in 1d; reauthenticate within 1 day"),
+        (Int64(5 * 3600 + 120), "alice: the login ends in 5h 2m; reauthenticate within 5h 2m"),
+    ])
+    func noteRoundsDown(remaining: Int64, expected: String) {
+        #expect(StatusTable.sessionNote(row(endsIn: remaining), now: Self.now) == expected)
+    }
+
+    @Test func noNoteWithoutAnEndOrAfterIt() {
+        #expect(StatusTable.sessionNote(row(endsIn: nil), now: Self.now) == nil)
+        #expect(StatusTable.sessionNote(row(endsIn: 0), now: Self.now) == nil)
+        #expect(StatusTable.sessionNote(row(endsIn: -10), now: Self.now) == nil)
+        #expect(StatusTable.sessionNote(row(state: "reauthentication_required", endsIn: 100), now: Self.now) == nil)
+        var extreme = row(endsIn: nil)
+        extreme.sessionEndsAt = Int64.max
+        #expect(StatusTable.sessionNote(extreme, now: Int64.min) == nil)
+    }
+
+    @Test func notesFollowTheTable() {
+        let text = StatusTable.render(daemon: nil, credentials: [row("bob", endsIn: nil), row("alice", endsIn: 2 * 86400 + 10)], now: Self.now)
+        #expect(text.hasSuffix("\n\nalice: the login ends in 2d; reauthenticate within 2 days\n"), "\(text)")
+        #expect(!text.contains("bob:"))
+    }
+
+    @Test func hostileUserIdentifiersAreCleaned() {
+        let text = StatusTable.sessionNote(row("\u{1B}[2Jalice", endsIn: 100), now: Self.now) ?? ""
+        #expect(!text.contains("\u{1B}"))
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import Testing
+
+/// Several tokend processes sharing one PostgreSQL store, against the real test IdP with reuse
+/// protection on: a refresh token spent twice revokes the whole family, so any race between the
+/// nodes shows up as `ReauthenticationRequired`.
+@Suite(.serialized, .enabled(if: PostgresServer.isAvailable, "needs PostgreSQL 15 (scripts/setup-host.sh) and root"))
+struct SharedStoreTests {
+    /// A database, an IdP and `count` tokend nodes with their own sockets and state directories,
+    /// one master key file.
+    final class Fleet: @unchecked Sendable {
+        // @unchecked: owned by one test.
+        let directory: ScratchDirectory
+        let database: PostgresServer
+        let idp: IdentityProvider
+        var nodes: [DaemonProcess] = []
+        var proxy: FaultProxy?
+
+        init(count: Int, lifetime: Int, refreshGrace: Int = 0, lease: String = "6s", daemonExtra: String = "", slowFirstNode: Bool = false)
+            async throws
+        {
+            try requireVenv()
+            directory = try ScratchDirectory()
+            database = try await PostgresServer()
+            idp = try IdentityProvider(directory: directory, options: .init(accessTokenLifetime: lifetime, refreshGrace: refreshGrace, reuseProtection: true))
+            try await idp.start()
+            if slowFirstNode {
+                let proxy = try FaultProxy(upstreamPort: idp.port)
+                try await proxy.start()
+                self.proxy = proxy
+            }
+            for index in 0..<count {
+                let node = try ScratchDirectory()
+                try node.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
+                try node.write("pg-password", PostgresServer.password + "\n", mode: 0o600)
+                let endpoint = index == 0 ? proxy?.tokenEndpoint : nil
+                let providers = idp.providerConfiguration(name: "example", extra: "refresh_at = 0.5\nrefresh_margin = \"1s\"", endpoint: endpoint) + """
+
+                    [store]
+                    kind = "postgresql"
+                    url = "\(database.url)"
+                    password_file = "pg-password"
+                    lease = "\(lease)"
+                    reconcile_interval = "1s"
+                    """
+                let config = DaemonProcess.configuration(
+                    extraDaemon: """
+                        node_name = "node-\(index)"
+                        key_file = "\(directory.file("tokend.key"))"
+                        forced_refresh_interval = "1s"
+                        http_timeout = "4s"
+                        retry_initial = "500ms"
+                        retry_max = "2s"
+                        call_timeout = "20s"
+                        \(daemonExtra)
+                        """,
+                    providers: providers
+                )
+                let daemon = try DaemonProcess(configuration: config, directory: node)
+                // The first node creates the key file; the others load the same key.
+                try await daemon.start()
+                nodes.append(daemon)
+            }
+        }
+
+        func client(_ index: Int) throws -> RawClient { try RawClient(path: nodes[index].socketPath) }
+
+        /// Adds a freshly minted credential through node 0.
+        @discardableResult
+        func add(_ user: String, lifetime: Int) async throws -> [String: Any] {
+            let minted = try await idp.mint(count: 1, lifetime: lifetime)[0]
+            let reply = try client(0).call(Tokens.addCall(
+                user: user, access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String,
+                expiresIn: minted["expires_in"] as? Int ?? lifetime))
+            guard reply.errorName == nil else { throw TestFailure("AddCredential failed: \(reply)") }
+            return minted
+        }
+
+        func status(_ index: Int, _ user: String? = nil) throws -> (daemon: [String: Any], credentials: [[String: Any]]) {
+            let call = user.map { #"{"method":"io.tokend.TokenProvider.Status","parameters":{"userIdentifier":"\#($0)"}}"# }
+                ?? #"{"method":"io.tokend.TokenProvider.Status","parameters":{}}"#
+            let reply = try client(index).call(call)
+            return (reply.parameters["daemon"] as? [String: Any] ?? [:], reply.parameters["credentials"] as? [[String: Any]] ?? [])
+        }
+
+        /// Waits (bounded) until `condition` holds.
+        func eventually(_ timeout: Duration, _ condition: () throws -> Bool) async throws -> Bool {
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline {
+                if (try? condition()) == true { return true }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            return try condition()
+        }
+
+        var logs: String { nodes.enumerated().map { "--- node-\($0.offset)\n\($0.element.log.suffix(4000))" }.joined(separator: "\n") }
+
+        func stop() async {
+            for node in nodes { _ = try? await node.stop() }
+            proxy?.stop()
+            await idp.stop()
+            await database.shutdown()
+        }
+    }
+
+    @Test func eachCredentialIsRefreshedOncePerCycleAcrossTheFleetAndWatchersEverywhereSeeIt() async throws {
+        let fleet = try await Fleet(count: 3, lifetime: 8)
+        let users = ["alice", "bob", "carol"]
+        for user in users { try await fleet.add(user, lifetime: 8) }
+        let before = try await fleet.idp.postCount()
+        // Node 0 wrote them; node 2 serves them from memory.
+        #expect(try await fleet.eventually(.seconds(5)) { try users.allSatisfy { try fleet.client(2).call(Tokens.tokenCall(user: $0)).accessToken != nil } })
+        // A watcher on node 2 sees the refreshes that any node makes.
+        let watcher = try fleet.client(2)
+        try watcher.send(#"{"method":"io.tokend.TokenProvider.Watch","parameters":{"userIdentifier":"alice"},"more":true}"#)
+        let first = try RawClient.object(try #require(try watcher.receive())).accessToken
+        let watched = Task.detached { () -> [String] in
+            var tokens: [String] = []
+            for _ in 0..<3 {
+                guard let text = try? watcher.receive(), let token = (try? RawClient.object(text))?.accessToken else { break }
+                tokens.append(token)
+            }
+            return tokens
+        }
+        // About three refresh cycles (refresh at half of an 8 s lifetime).
+        try await Task.sleep(for: .seconds(13))
+        let updates = await watched.value
+        #expect(!updates.isEmpty, "the watcher on node 2 saw a refresh: \(fleet.logs)")
+        #expect(updates.first != first)
+        // Every node serves the same, current token for each credential, and none needs a new login.
+        for user in users {
+            let tokens = try (0..<3).map { try fleet.client($0).call(Tokens.tokenCall(user: user)) }
+            #expect(tokens.allSatisfy { $0.errorName == nil }, "\(user): \(tokens)")
+            #expect(Set(tokens.compactMap(\.accessToken)).count == 1, "\(user) is coherent across nodes: \(tokens)")
+        }
+        let status = try fleet.status(1)
+        #expect(Set(status.daemon["nodes"] as? [String] ?? []) == ["node-0", "node-1", "node-2"], "\(status.daemon)")
+        #expect(status.daemon["node"] as? String == "node-1")
+        #expect(status.daemon["store"] as? String == "postgresql")
+        #expect(status.daemon["storeProblem"] == nil)
+        // Stop the fleet (grants in flight commit first), then compare the grants the IdP saw with
+        // the refreshes stored: one POST per refresh, so no credential was refreshed twice per cycle.
+        for node in fleet.nodes { try await node.stop() }
+        let posts = try await fleet.idp.postCount() - before
+        let refreshes = Int(try await fleet.database.psql("SELECT sum(refresh_count) FROM tokend_credentials")) ?? -1
+        let perUser = try await fleet.database.psql("SELECT string_agg(refresh_count::text, ',' ORDER BY user_identifier) FROM tokend_credentials")
+        let states = try await fleet.database.psql("SELECT string_agg(DISTINCT state, ',') FROM tokend_credentials")
+        // A grant whose POST was still out when its node stopped (on a loaded machine a stop can
+        // outlast shutdown_timeout) stays marked `refreshing` with its POST counted and no
+        // refresh stored; the next start recovers it from that durable marker. Those are the
+        // only POSTs without a stored refresh. A double spend would show as
+        // reauthentication_required, which reuse protection makes of the whole family.
+        let unfinished = Int(try await fleet.database.psql("SELECT count(*) FROM tokend_credentials WHERE state = 'refreshing'")) ?? -1
+        #expect(posts == refreshes + unfinished, "one grant per refresh across the fleet: \(posts) POSTs, \(refreshes) refreshes, \(unfinished) unfinished (\(perUser))")
+        #expect(perUser.split(separator: ",").allSatisfy { (Int($0) ?? 0) >= 2 && (Int($0) ?? 99) <= 4 }, "2–4 cycles each: \(perUser)")
+        #expect(states == "valid" || states == "refreshing,valid" || states == "refreshing", "no credential lost to a double spend: \(states)")
+        // The refreshes were spread over the nodes, not all made by one.
+        let refreshers = fleet.nodes.filter { $0.log.contains("credential refreshed") }.count
+        #expect(refreshers >= 2, "refreshes spread over the nodes: \(refreshers)")
+        await fleet.stop()
+    }
+
+    @Test func whenTheLeaseHolderIsKilledAnotherNodeTakesOverWithNoCredentialLost() async throws {
+        // Node 0 reaches the IdP through a slow proxy, so it holds the lease for seconds.
+        let fleet = try await Fleet(count: 3, lifetime: 300, refreshGrace: 30, lease: "5s", slowFirstNode: true)
+        let minted = try await fleet.add("alice", lifetime: 300)
+        let old = minted["access_token"] as! String
+        try await fleet.proxy?.set(["mode": "slow:3"])
+        // Node 0 starts an on-demand refresh (the caller's connection is then dropped).
+        let caller = try fleet.client(0)
+        try caller.send(Tokens.tokenCall(user: "alice", minValid: 600))
+        #expect(try await fleet.eventually(.seconds(5)) {
+            try fleet.status(1, "alice").credentials.first?["leaseHolder"] as? String == "node-0"
+        }, "node 1 sees node 0 holding the lease: \(fleet.logs)")
+        try await fleet.nodes[0].stop(signal: SIGKILL)
+        // Node 1 needs a fresh token too: it waits for the lease to lapse, then refreshes itself.
+        let reply = try fleet.client(1).call(Tokens.tokenCall(user: "alice", minValid: 600))
+        #expect(reply.errorName == nil, "\(reply) \(fleet.logs)")
+        let fresh = try #require(reply.accessToken)
+        #expect(fresh != old)
+        // Node 2 serves the same token; the credential is alive at the IdP.
+        #expect(try await fleet.eventually(.seconds(5)) { try fleet.client(2).call(Tokens.tokenCall(user: "alice")).accessToken == fresh })
+        let status = try fleet.status(2, "alice").credentials.first ?? [:]
+        #expect(status["state"] as? String == "valid", "\(status)")
+        #expect(status["leaseHolder"] == nil, "the lease was released: \(status)")
+        // And refreshing again works: the rotated refresh token was stored.
+        try await Task.sleep(for: .milliseconds(1100))
+        let again = try fleet.client(2).call(Tokens.tokenCall(user: "alice", rejected: fresh))
+        #expect(again.accessToken != nil && again.accessToken != fresh, "\(again)")
+        await fleet.stop()
+    }
+
+    @Test func tokensAreServedWhileTheDatabaseIsDownAndRefreshesResumeAfter() async throws {
+        // Refresh point at 15 s (half the lifetime), with room on a loaded machine for the
+        // database to stop and both nodes to notice before it.
+        let fleet = try await Fleet(count: 2, lifetime: 30)
+        let addedAt = ContinuousClock.now
+        let minted = try await fleet.add("alice", lifetime: 30)
+        let old = minted["access_token"] as! String
+        #expect(try await fleet.eventually(.seconds(5)) { try fleet.client(1).call(Tokens.tokenCall(user: "alice")).accessToken == old })
+        try await fleet.database.stop()
+        // Both nodes notice and say so, and keep serving the still-valid token.
+        #expect(try await fleet.eventually(.seconds(10)) {
+            try (0..<2).allSatisfy { (try fleet.status($0).daemon["storeProblem"] as? String) != nil }
+        }, "status reports the store unavailable: \(fleet.logs)")
+        for index in 0..<2 {
+            #expect(try fleet.client(index).call(Tokens.tokenCall(user: "alice")).accessToken == old)
+        }
+        // Past the refresh point (half the lifetime): nothing can be refreshed, the token is still served.
+        try await Task.sleep(until: addedAt + .seconds(17), clock: .continuous)
+        #expect(try fleet.client(0).call(Tokens.tokenCall(user: "alice")).accessToken == old)
+        try await fleet.database.start()
+        // Refreshes resume: a new token, valid, on both nodes; the store is healthy again.
+        #expect(try await fleet.eventually(.seconds(20)) {
+            let tokens = try (0..<2).map { try fleet.client($0).call(Tokens.tokenCall(user: "alice")).accessToken }
+            return tokens[0] != nil && tokens[0] != old && tokens[0] == tokens[1]
+        }, "refreshed after the database came back: \(fleet.logs)")
+        #expect(try await fleet.eventually(.seconds(10)) { try fleet.status(1).daemon["storeProblem"] == nil })
+        #expect(try fleet.status(0, "alice").credentials.first?["state"] as? String == "valid")
+        await fleet.stop()
+    }
+}

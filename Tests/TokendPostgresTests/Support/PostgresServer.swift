@@ -1,0 +1,179 @@
+import Foundation
+// Shared by TokendPostgresTests and TokendIntegrationTests (the latter through a symlink).
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A real PostgreSQL 15 server from Debian's `postgresql` package, for one test: its own data
+/// directory under /tmp, listening on 127.0.0.1 on a free port, run as the `postgres` system user
+/// that the package creates (via setpriv) (PostgreSQL refuses to run as root). Password authentication
+/// (scram-sha-256) for the superuser `postgres`, so the password path is exercised too.
+///
+/// The same file is in TokendPostgresTests and TokendIntegrationTests (each target needs it).
+final class PostgresServer: @unchecked Sendable {
+    // @unchecked: owned by one test at a time.
+    static let binDirectory = "/usr/lib/postgresql/15/bin"
+    static let password = "tokend-test-db-password"
+    let directory: String
+    let port: Int
+    private var server: Process?
+    var dataDirectory: String { directory + "/data" }
+    var logPath: String { directory + "/postgres.log" }
+    var url: String { "postgresql://postgres@127.0.0.1:\(port)/postgres" }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Whether the binaries and the `postgres` user exist; tests that need a server are
+    /// skipped with a clear message when they do not (`scripts/setup-host.sh` installs them).
+    static var isAvailable: Bool {
+        FileManager.default.isExecutableFile(atPath: binDirectory + "/postgres") && getpwnam("postgres") != nil && geteuid() == 0
+    }
+
+    /// Makes the data directory (initdb) and starts the server.
+    init() async throws {
+        guard let account = getpwnam("postgres") else { throw Failure(description: "there is no postgres system user") }
+        var template = Array("/tmp/tokend-pg-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
+        directory = String(cString: made)
+        chown(directory, account.pointee.pw_uid, account.pointee.pw_gid)
+        chmod(directory, 0o700)
+        port = try Self.freePort()
+        let passwordFile = directory + "/pw"
+        try Self.password.write(toFile: passwordFile, atomically: false, encoding: .utf8)
+        chown(passwordFile, account.pointee.pw_uid, account.pointee.pw_gid)
+        let initdb = try await Self.asPostgres(
+            "initdb", ["-D", dataDirectory, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=\(passwordFile)", "--no-sync", "-E", "UTF8"],
+            timeout: 120
+        )
+        guard initdb.status == 0 else { throw Failure(description: "initdb failed: \(initdb.output)") }
+        try await start()
+    }
+
+    /// Starts (or restarts) the server on the same port and data directory: `postgres` itself,
+    /// exec'd by setpriv as the postgres user, so this process's child is the server.
+    func start() async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = [
+            "--reuid=postgres", "--regid=postgres", "--clear-groups", "--", Self.binDirectory + "/postgres", "-D", dataDirectory,
+            "-c", "listen_addresses=127.0.0.1", "-p", "\(port)", "-k", directory, "-c", "fsync=off", "-c", "max_connections=100",
+        ]
+        process.currentDirectoryURL = URL(fileURLWithPath: "/tmp")
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        log.seekToEndOfFile()
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        server = process
+        // Ready when it accepts a connection on its port (bounded: 60 s).
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            guard process.isRunning else { throw Failure(description: "postgres exited: \(self.log)") }
+            if Self.isListening(port), (try? await psql("SELECT 1")) == "1" { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw Failure(description: "postgres did not start within 60 s: \(self.log)")
+    }
+
+    /// Stops the server (fast shutdown, SIGINT: connections are closed at once) and waits for it.
+    func stop() async throws {
+        guard let server, server.isRunning else { return }
+        kill(server.processIdentifier, SIGINT)
+        let deadline = Date().addingTimeInterval(60)
+        while server.isRunning, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        if server.isRunning {
+            kill(server.processIdentifier, SIGKILL)
+            throw Failure(description: "postgres did not stop within 60 s")
+        }
+    }
+
+    /// Runs SQL with psql as the superuser.
+    @discardableResult
+    func psql(_ sql: String) async throws -> String {
+        let result = try await Self.run(
+            Self.binDirectory + "/psql",
+            ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-At", "-c", sql],
+            environment: ["PGPASSWORD": Self.password], timeout: 60
+        )
+        guard result.status == 0 else { throw Failure(description: "psql failed: \(result.output)") }
+        return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Stops the server and removes its directory.
+    func shutdown() async {
+        _ = try? await stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    deinit {
+        // A test that failed before `shutdown()` must not leave a server behind.
+        if let server, server.isRunning { kill(server.processIdentifier, SIGQUIT) }
+    }
+
+    // MARK: Helpers
+
+    private static func asPostgres(_ program: String, _ arguments: [String], timeout: Double) async throws -> (status: Int32, output: String) {
+        try await run(
+            "/usr/bin/setpriv", ["--reuid=postgres", "--regid=postgres", "--clear-groups", "--", binDirectory + "/" + program] + arguments,
+            environment: [:], timeout: timeout)
+    }
+
+    private static func isListening(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    private static func run(_ executable: String, _ arguments: [String], environment: [String: String], timeout: Double) async throws
+        -> (status: Int32, output: String)
+    {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: "/tmp")
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let reader = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning {
+            if Date() > deadline {
+                kill(process.processIdentifier, SIGKILL)
+                throw Failure(description: "\(executable) \(arguments.joined(separator: " ")) did not finish within \(timeout) s")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return (process.terminationStatus, String(decoding: await reader.value, as: UTF8.self))
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        guard bound == 0 else { throw Failure(description: "bind failed") }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

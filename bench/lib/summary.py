@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Prints one table from the result files of one `bench/run` and writes run-<stamp>.json.
+
+    summary.py OUT.json socket.json scale.json storm.json singleflight.json micro.json  (any may be "-")
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tokendbench import host_info
+
+
+def load(path):
+    if path in ("-", "") or not Path(path).exists():
+        return None
+    return json.loads(Path(path).read_text())
+
+
+def yes(ok):
+    return "yes" if ok else "NO"
+
+
+def socket_section(d):
+    print("Socket path: ProvideTokenReplacement, cached token (median run; floor = C echo server, same bytes)")
+    print(f"  {'row':24} {'tokend r/s':>11} {'p50':>7} {'p99':>7} {'p99.9':>8} | {'floor r/s':>10} {'p99':>7} {'p99.9':>8} | {'ratio':>5}  target")
+    for r in d["rows"]:
+        t, f = r["tokend"], r["floor"]
+        target = ""
+        if r["row"] in ("persistent-c1", "pinned-c1"):
+            target = f"ratio >= 0.5: {yes(r['ratio_rps'] >= 0.5)}"
+        elif r["row"] == "persistent-c64":
+            ok = r["ratio_rps"] >= 0.5 and t["p99_us"] <= 3 * f["p99_us"]
+            target = f"ratio >= 0.5, p99 <= 3x floor ({t['p99_us'] / max(f['p99_us'], 1):.1f}x): {yes(ok)}"
+        name = f"{r['mode']} / {r['connections']}"
+        print(f"  {name:24} {t['requests_per_sec']:>11.0f} {t['p50_us']:>7.1f} {t['p99_us']:>7.1f} {t['p999_us']:>8.1f} |"
+              f" {f['requests_per_sec']:>10.0f} {f['p99_us']:>7.1f} {f['p999_us']:>8.1f} | {r['ratio_rps']:>5.2f}  {target}")
+    print("  (latencies in µs; request %s B, reply %s B; %s requests or %s s per run, median of %s)" % (
+        d["request_bytes"], d["reply_bytes"], d["settings"]["requests"], d["settings"]["duration_s"], d["settings"]["repeat"]))
+
+
+def scale_section(d):
+    print("Scale: N stored credentials (start = process start -> first answered call)")
+    print(f"  {'tokens':7} {'N':>8} {'ready s':>8} {'RSS MiB':>8} {'RSS asked':>9} {'1st asks/s':>10} {'idle CPU %':>10}"
+          f" {'Status 1 p50 ms':>15} {'Status all ms':>13}  target (1M opaque)")
+    for r in d["rows"]:
+        target = ""
+        if r["size"] == 1_000_000 and r["token_kind"] == "opaque":
+            target = (f"ready<3s {yes(r['ready_s'] < 3)}, RSS<1GiB {yes(max(r['rss_ready_mib'], r['rss_after_asking_everyone_mib']) < 1024)},"
+                      f" idle<0.5% {yes(r['idle_cpu_pct'] < 0.5)}")
+        print(f"  {r['token_kind']:7} {r['size']:>8} {r['ready_s']:>8.2f} {r['rss_ready_mib']:>8.0f} {r['rss_after_asking_everyone_mib']:>9.0f}"
+              f" {r['ask_everyone_per_s']:>10} {r['idle_cpu_pct']:>10.3f} {r['status']['one_user']['p50_ms']:>15.3f}"
+              f" {r['status']['all_users']['p50_ms']:>13.0f}  {target}")
+
+
+def storm_section(d):
+    r = d["row"]
+    print(f"Refresh storm: {r['credentials']} credentials due at once, real test IdP ({r['idp_workers']} gunicorn workers), cap {r['max_grants_in_flight_cap']}")
+    print(f"  all refreshed after {r['seconds_until_all_refreshed']:.1f} s, {r['grants']} grants, {r['grants_per_s']} grants/s;"
+          f" tokend CPU {r['tokend_cpu_ms_per_grant']:.3f} ms/grant (target < 0.5: {yes(r['tokend_cpu_ms_per_grant'] < 0.5)});"
+          f" IdP CPU {r['idp_cpu_ms_per_grant']:.1f} ms/grant")
+    c = r["client"]
+    print(f"  most in flight {r['max_in_flight_seen']} (cap respected: {yes(r['cap_respected'])});"
+          f" client during the storm: {c['replies']} replies, {c['errors']} errors,"
+          f" {c['expired_tokens_served']} expired tokens served (target 0: {yes(c['expired_tokens_served'] == 0)})")
+
+
+def singleflight_section(d):
+    r = d["row"]
+    lat = r["latency"]
+    print(f"Single flight: {r['callers']} concurrent callers, one credential due: {r['grants']} grant(s) (target 1: {yes(r['grants'] == 1)}),"
+          f" {r['replies']} replies, {r['errors']} errors")
+    print(f"  caller latency ms: min {lat['min_ms']} p50 {lat['p50_ms']} p90 {lat['p90_ms']} p99 {lat['p99_ms']} max {lat['max_ms']}")
+
+
+def micro_section(d):
+    print("Micro-benchmarks (package-benchmark, p50 per operation)")
+    for b in d.get("benchmarks", []):
+        print(f"  {b['name']:68} {b.get('time', '?'):>12} {b.get('mallocs', '?'):>10} mallocs")
+
+
+def main():
+    out, paths = sys.argv[1], sys.argv[2:]
+    names = ["socket", "scale", "storm", "singleflight", "micro"]
+    data = {n: load(p) for n, p in zip(names, paths)}
+    print()
+    print("tokend benchmarks — %s, %s CPUs (%s), load average %s" % (
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), host_info()["cpus"], host_info()["cpu_model"],
+        " ".join(f"{x:.2f}" for x in host_info()["loadavg"])))
+    sections = {"socket": socket_section, "scale": scale_section, "storm": storm_section,
+                "singleflight": singleflight_section, "micro": micro_section}
+    for n in names:
+        if data[n]:
+            print()
+            sections[n](data[n])
+    Path(out).write_text(json.dumps({"kind": "tokend-bench-run", "host": host_info(),
+                                     "parts": {n: p for n, p in zip(names, paths) if p not in ("-", "")}}, indent=1) + "\n")
+    print()
+    print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Refresh storm: N credentials (10k) all due at once against the real test IdP.
+
+  1. starts the test IdP (django-oauth-toolkit, gunicorn, --workers W) and mints N real token
+     pairs (`idp.py mint`),
+  2. writes a store with tokend-storegen whose credentials were issued long enough ago that every
+     one is past its refresh point (but none expired),
+  3. puts faultproxy.py (pass mode) between tokend and the IdP: it counts token POSTs and the
+     most in flight at once, which must never exceed tokend's `max_grants_in_flight`,
+  4. starts tokend and waits until its log shows N `credential refreshed` lines, while a client
+     asks for random credentials at a bounded rate and checks each served token's expiry,
+  5. reports wall time, grants/s, tokend CPU per grant (from /proc/PID/stat, start-up excluded)
+     beside the IdP's and the proxy's CPU.
+
+    bench/storm.py [--credentials 10000] [--cap 16] [--workers 4] [--client-rate 200] [--quick]
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from tokendbench import (Processes, Varlink, distribution_ms, idp_provider_section, loadavg, log, mint,
+                         proc_cpu_seconds, proc_cpu_split, proxy_stats, start_idp, start_proxy, storegen_bin, tokend_bin,
+                         tree_cpu_seconds, wait_ready, write_config, write_result)
+
+TARGET_CPU_MS_PER_GRANT = 0.5
+
+
+class ClientLoop(threading.Thread):
+    """Asks for random credentials at `rate` per second; counts expired tokens served."""
+
+    def __init__(self, sock, users, rate, stop):
+        super().__init__(daemon=True)
+        self.sock, self.users, self.rate, self.stop = sock, users, rate, stop
+        self.replies = self.errors = self.expired = 0
+        self.latencies = []
+        self.first_error = None
+
+    def run(self):
+        c = Varlink(self.sock, timeout=60)
+        interval = 1.0 / self.rate
+        next_at = time.monotonic()
+        while not self.stop.is_set() and self.replies < 10_000_000:
+            user = random.choice(self.users)
+            t = time.monotonic()
+            r = c.call("io.tokend.TokenProvider.ProvideTokenReplacement", {"userIdentifier": user})
+            self.latencies.append(time.monotonic() - t)
+            now = time.time()
+            self.replies += 1
+            if "error" in r:
+                self.errors += 1
+                self.first_error = self.first_error or r
+            elif r["parameters"]["credentials"]["expiresAt"] <= now:
+                self.expired += 1
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        c.close()
+
+
+def count_refreshed(log_path):
+    try:
+        with open(log_path, "rb") as f:
+            return f.read().count(b"credential refreshed")
+    except FileNotFoundError:
+        return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--credentials", type=int, default=10_000)
+    ap.add_argument("--cap", type=int, default=16, help="tokend max_grants_in_flight")
+    ap.add_argument("--workers", type=int, default=4, help="IdP gunicorn workers (2 threads each)")
+    ap.add_argument("--client-rate", type=int, default=200, help="token requests/s during the storm")
+    ap.add_argument("--timeout", type=int, default=0, help="give up after this many seconds (default: N/20 + 120)")
+    ap.add_argument("--quick", action="store_true", help="1000 credentials")
+    ap.add_argument("--keep-tmp", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        args.credentials = 1000
+    n = args.credentials
+    if not 1 <= n <= 100_000 or not 1 <= args.cap <= 10_000:
+        sys.exit("storm: bad --credentials or --cap")
+    timeout = args.timeout or n // 20 + 120
+    tmp = Path(tempfile.mkdtemp(prefix="tokend-storm."))
+    os.chmod(tmp, 0o700)
+    procs = Processes()
+    stop = threading.Event()
+    try:
+        log(f"minting {n} token pairs at the test IdP")
+        t = time.monotonic()
+        (tmp / "idp").mkdir()
+        mint(tmp / "idp", n, 3600, tmp / "tokens.jsonl")
+        mint_s = time.monotonic() - t
+        idp, idp_port, idp_state = start_idp(procs, tmp, workers=args.workers)
+        proxy, proxy_port = start_proxy(procs, tmp, idp_port)
+        state = tmp / "state"
+        state.mkdir(mode=0o700)
+        # Issued 3000 s ago with a 3600 s lifetime: past the refresh point (80 %), 600 s before expiry.
+        import subprocess
+        subprocess.run([str(storegen_bin()), "--state-dir", str(state), "--key-file", str(tmp / "tokend.key"),
+                        "--count", str(n), "--provider", "idp", "--tokens-file", str(tmp / "tokens.jsonl"),
+                        "--expires-in", "3600", "--issued-ago", "3000", "--reader", f"uid:{os.getuid()}"],
+                       check=True, timeout=600, stdout=subprocess.DEVNULL)
+        provider = idp_provider_section(tmp, f"http://127.0.0.1:{proxy_port}/o/token/",
+                                        extra="rate_limit = 100000\nrate_burst = 10000")
+        cfg = write_config(tmp, state, tmp / "tokend.key", provider, extra_daemon=f"max_grants_in_flight = {args.cap}")
+        width = len(str(n - 1))
+        users = [f"user-{i:0{width}d}" for i in range(n)]
+        load_before = loadavg()
+        idp_cpu0, proxy_cpu0 = tree_cpu_seconds(idp.pid), proc_cpu_seconds(proxy.pid)
+        log_path = tmp / "tokend.log"
+        p = procs.start([str(tokend_bin()), "--config", str(cfg)], log_path)
+        ready_s = wait_ready(tmp / "tokend.sock", p, timeout=120)
+        t_ready = time.monotonic()
+        cpu_ready = proc_cpu_seconds(p.pid)
+        split_ready = proc_cpu_split(p.pid)
+        client = ClientLoop(tmp / "tokend.sock", users, args.client_rate, stop)
+        client.start()
+        done, last_progress = 0, None
+        while time.monotonic() - t_ready < timeout:
+            done = count_refreshed(log_path)
+            if done >= n:
+                break
+            if p.poll() is not None:
+                raise RuntimeError("tokend exited during the storm")
+            if last_progress is None or time.monotonic() - last_progress >= 10:
+                log(f"refreshed {done}/{n}")
+                last_progress = time.monotonic()
+            time.sleep(0.2)
+        t_done = time.monotonic()
+        cpu_done = proc_cpu_seconds(p.pid)
+        split_done = proc_cpu_split(p.pid)
+        idp_cpu = tree_cpu_seconds(idp.pid) - idp_cpu0
+        proxy_cpu = proc_cpu_seconds(proxy.pid) - proxy_cpu0
+        stop.set()
+        client.join(30)
+        stats = proxy_stats(proxy_port)
+        wall = t_done - t_ready
+        grants = stats["token_posts"]
+        cpu = cpu_done - cpu_ready
+        row = {
+            "credentials": n, "refreshed": done, "complete": done >= n, "mint_s": round(mint_s, 1),
+            "ready_s": round(ready_s, 3), "seconds_until_all_refreshed": round(wall, 2),
+            "grants": grants, "grants_per_s": round(grants / wall, 1),
+            "tokend_cpu_s": round(cpu, 3), "tokend_cpu_ms_per_grant": round(1000 * cpu / max(1, grants), 4),
+            "tokend_user_ms_per_grant": round(1000 * (split_done[0] - split_ready[0]) / max(1, grants), 4),
+            "tokend_system_ms_per_grant": round(1000 * (split_done[1] - split_ready[1]) / max(1, grants), 4),
+            "idp_cpu_s": round(idp_cpu, 2), "idp_cpu_ms_per_grant": round(1000 * idp_cpu / max(1, grants), 2),
+            "proxy_cpu_s": round(proxy_cpu, 2),
+            "max_grants_in_flight_cap": args.cap, "max_in_flight_seen": stats["max_inflight"],
+            "cap_respected": stats["max_inflight"] <= args.cap,
+            "client": {"rate_per_s": args.client_rate, "replies": client.replies, "errors": client.errors,
+                       "expired_tokens_served": client.expired, "latency": distribution_ms(client.latencies),
+                       "first_error": client.first_error},
+            "idp_workers": args.workers, "loadavg_before": load_before, "loadavg_after": loadavg(),
+        }
+        row["targets_met"] = (row["complete"] and row["cap_respected"] and client.expired == 0
+                              and row["tokend_cpu_ms_per_grant"] < TARGET_CPU_MS_PER_GRANT)
+        out = write_result("storm", {"tokend_bin": str(tokend_bin()), "row": row})
+        print(f"refresh storm: {n} credentials due at once, cap {args.cap}, IdP {args.workers} workers")
+        print(f"  all refreshed after {wall:.1f} s ({done}/{n}); {grants} grants, {row['grants_per_s']} grants/s")
+        print(f"  tokend CPU {cpu:.2f} s = {row['tokend_cpu_ms_per_grant']:.3f} ms/grant (target < {TARGET_CPU_MS_PER_GRANT}; user"
+              f" {row['tokend_user_ms_per_grant']:.3f} + system {row['tokend_system_ms_per_grant']:.3f});"
+              f" IdP CPU {idp_cpu:.1f} s = {row['idp_cpu_ms_per_grant']:.1f} ms/grant; proxy CPU {proxy_cpu:.1f} s")
+        print(f"  most grants in flight {stats['max_inflight']} (cap {args.cap}); client: {client.replies} replies,"
+              f" {client.errors} errors, {client.expired} expired tokens served,"
+              f" p50 {row['client']['latency']['p50_ms']} ms p99 {row['client']['latency']['p99_ms']} ms")
+        print(f"results: {out}")
+        return 0 if row["targets_met"] else 3
+    finally:
+        stop.set()
+        procs.stop_all()
+        if args.keep_tmp:
+            log(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
