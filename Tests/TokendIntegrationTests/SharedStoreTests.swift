@@ -146,13 +146,13 @@ struct SharedStoreTests {
         let refreshes = Int(try await fleet.database.psql("SELECT sum(refresh_count) FROM tokend_credentials")) ?? -1
         let perUser = try await fleet.database.psql("SELECT string_agg(refresh_count::text, ',' ORDER BY user_identifier) FROM tokend_credentials")
         let states = try await fleet.database.psql("SELECT string_agg(DISTINCT state, ',') FROM tokend_credentials")
-        // A grant whose POST was still out when its node stopped (on a loaded machine a stop can
-        // outlast shutdown_timeout) stays marked `refreshing` with its POST counted and no
+        // A grant cut short by its node's stop (on a loaded machine a stop can outlast
+        // shutdown_timeout) stays marked `refreshing`, with or without its POST sent, and no
         // refresh stored; the next start recovers it from that durable marker. Those are the
         // only POSTs without a stored refresh. A double spend would show as
         // reauthentication_required, which reuse protection makes of the whole family.
         let unfinished = Int(try await fleet.database.psql("SELECT count(*) FROM tokend_credentials WHERE state = 'refreshing'")) ?? -1
-        #expect(posts == refreshes + unfinished, "one grant per refresh across the fleet: \(posts) POSTs, \(refreshes) refreshes, \(unfinished) unfinished (\(perUser))")
+        #expect(posts >= refreshes && posts <= refreshes + unfinished, "one grant per refresh across the fleet: \(posts) POSTs, \(refreshes) refreshes, \(unfinished) unfinished (\(perUser))")
         // Once per cycle: a cycle is at least (refresh_at − jitter) × lifetime = 0.45 × 8 s, so in
         // the time the fleet ran each credential can have been refreshed at most this often
         // (a fleet refreshing on every node would reach about three times as many).

@@ -22,7 +22,9 @@ enum Fixture {
     {
         PostgresStoreSettings(
             url: server.url, password: password, leaseMilliseconds: leaseMilliseconds, nodeName: node, reconcileMilliseconds: 500,
-            operationTimeoutMilliseconds: 3_000
+            // Generous: the full suite runs beside these on two CPUs, and a migration may wait for
+            // another node's. A stopped server is detected by refused connections, not by this.
+            operationTimeoutMilliseconds: 20_000
         )
     }
 
