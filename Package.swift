@@ -56,6 +56,8 @@ let package = Package(
             name: "TokendStorage",
             dependencies: [
                 "TokendCore",
+                "TokendJSON",
+                "CTokendShims",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

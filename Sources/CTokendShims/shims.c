@@ -1,3 +1,5 @@
+#include <sys/random.h>
+#include <errno.h>
 #include "CTokendShims.h"
 #include <limits.h>
 #include <time.h>
@@ -25,3 +27,17 @@ int tokend_clock_step_timerfd(void) {
 int tokend_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 int tokend_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
+
+int tokend_random_bytes(void *buffer, unsigned long length) {
+    unsigned char *p = buffer;
+    while (length > 0) {
+        ssize_t got = getrandom(p, length, 0);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += got;
+        length -= (unsigned long)got;
+    }
+    return 0;
+}

@@ -41,6 +41,9 @@ public final class HTTPClientPool: Sendable {
                 timeout: .init(connect: .milliseconds(timeouts.connect.milliseconds), read: .milliseconds(timeouts.request.milliseconds))
             )
             configuration.connectionPool.idleTimeout = .seconds(60)
+            // No request spans: tokend has no tracer, and even the no-op one costs a dynamic
+            // cast and a span per grant.
+            configuration.tracing.tracer = nil
             let client = HTTPClient(eventLoopGroup: group, configuration: configuration)
             clients[key] = client
             return client

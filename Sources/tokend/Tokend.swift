@@ -26,6 +26,8 @@ struct Tokend: AsyncParsableCommand {
     var checkConfig = false
 
     func run() async throws {
+        // Tasks on the event loops: see ConcurrencyExecutor for why.
+        let onEventLoops = ConcurrencyExecutor.useEventLoops()
         // Before any secret is in memory: no core dumps, no same-uid ptrace (issue 8).
         let hardeningProblem = ProcessHardening.disableCoreDumps()
         let configuration: DaemonConfiguration
@@ -46,6 +48,7 @@ struct Tokend: AsyncParsableCommand {
         let destination = SystemdLogging.destination(environment: environment)
         LoggingSystem.bootstrap(SystemdLogging.handlerFactory(destination: destination, identifier: "tokend", level: level))
         let logger = Logger(label: "tokend")
+        if !onEventLoops { logger.notice("Swift concurrency stays on its own thread pool: another executor hook is installed") }
         if let hardeningProblem { logger.warning("cannot disable core dumps (PR_SET_DUMPABLE): \(hardeningProblem)") }
         let metricsRegistry = configuration.metrics.isEnabled ? Self.bootstrapMetrics() : nil
         let daemon = TokendDaemon(

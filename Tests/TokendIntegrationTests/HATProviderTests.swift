@@ -239,19 +239,20 @@ struct HATProviderTests {
         let now = Self.now
         let long = try await setup.pda.mint(iat: now, exp: now + 30 * 86400)
         let short = try await setup.pda.mint(iat: now, exp: now + 30 * 86400)
-        let expiring = try await setup.pda.mint(iat: now, exp: now + 5)
+        // 15 s: enough for the adds before it to finish on a loaded machine, short enough to end here.
+        let expiring = try await setup.pda.mint(iat: now, exp: now + 15)
         #expect(try setup.client.call(Self.addCall(user: "alice", token: long)).errorName == nil)
         #expect(try setup.client.call(Self.addCall(user: "bob", token: short, provider: "short")).errorName == nil)
         #expect(try setup.client.call(Self.addCall(user: "carol", token: expiring)).errorName == nil)
 
         #expect(try Self.status(setup.client, "alice")["sessionEndsAt"] as? Int == now + 50 * 3600)
         #expect(try Self.status(setup.client, "bob")["sessionEndsAt"] as? Int == now + 6)
-        #expect(try Self.status(setup.client, "carol")["sessionEndsAt"] as? Int == now + 5, "an earlier exp ends the login")
+        #expect(try Self.status(setup.client, "carol")["sessionEndsAt"] as? Int == now + 15, "an earlier exp ends the login")
         let table = try await runCommand(Repository.binary("tokenctl"), ["status", "--socket", setup.daemon.socketPath])
         #expect(table.stdout.contains("alice: the login ends in 2d 1h") || table.stdout.contains("alice: the login ends in 2d 2h"), "\(table.stdout)")
         #expect(table.stdout.contains("reauthenticate within 2 days"), "\(table.stdout)")
 
-        let ended = try await Self.eventually {
+        let ended = try await Self.eventually(.seconds(45)) {
             try Self.status(setup.client, "bob")["state"] as? String == "reauthentication_required"
                 && Self.status(setup.client, "carol")["state"] as? String == "reauthentication_required"
         }

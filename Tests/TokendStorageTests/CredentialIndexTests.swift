@@ -66,7 +66,7 @@ struct CredentialIndexTests {
             let store = try openStore(directory, keyring: keyring)
             let alice = Fixture.credential("alice")
             _ = try await store.insert(alice, replacing: false)
-            let plain = LoadAllOnly(base: store)
+            let plain = RequirementsOnlyStore(base: store)
             let index = try await plain.loadIndex()
             #expect(index.count == 1)
             #expect(index[0].accessToken.isPlain)
@@ -91,23 +91,4 @@ struct CredentialIndexTests {
             try await store.close()
         }
     }
-}
-
-/// A store that implements only the original requirements (as an external store would), to
-/// exercise the protocol's default `loadIndex`.
-private struct LoadAllOnly: CredentialStore {
-    let base: SQLiteCredentialStore
-    func loadAll() async throws -> [Credential] { try await base.loadAll() }
-    func load(userIdentifier: String) async throws -> Credential? { try await base.load(userIdentifier: userIdentifier) }
-    func insert(_ credential: Credential, replacing: Bool) async throws -> Credential { try await base.insert(credential, replacing: replacing) }
-    func update(_ credential: Credential, expectedGeneration: Int64) async throws -> Credential {
-        try await base.update(credential, expectedGeneration: expectedGeneration)
-    }
-    func updateStatus(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64 {
-        try await base.updateStatus(userIdentifier: userIdentifier, status: status, expectedGeneration: expectedGeneration)
-    }
-    func remove(userIdentifier: String) async throws -> Bool { try await base.remove(userIdentifier: userIdentifier) }
-    func reencrypt(under keyring: Keyring) async throws -> Int { try await base.reencrypt(under: keyring) }
-    func keyIDsInUse() async throws -> Set<String> { try await base.keyIDsInUse() }
-    func close() async throws { try await base.close() }
 }

@@ -35,6 +35,9 @@ Modes:
                    when SUB is not the credential's subject
   echo_refresh_token  400 invalid_grant whose error_description quotes the request's
                    refresh_token (a server that echoes secrets into its errors)
+  stand_in         answer token POSTs itself: 200 with fresh random access and refresh
+                   tokens, expires_in 3600 (benchmarks only: tokend's cost per grant when the
+                   token endpoint is not the bottleneck)
 
 Bounded: request head <= 64 KiB, request body <= 1 MiB (no chunked requests),
 responses are streamed in 64 KiB pieces, at most 256 client connections.
@@ -44,6 +47,7 @@ import asyncio
 import base64
 import json
 import signal
+import secrets
 import socket
 import ssl
 import struct
@@ -200,6 +204,9 @@ class Proxy:
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + part)
             await writer.drain()
             return False
+        if mode == "stand_in":
+            return await self.respond(writer, 200, {"access_token": secrets.token_urlsafe(30), "token_type": "Bearer",
+                                                    "expires_in": 3600, "refresh_token": secrets.token_urlsafe(30)}, keep)
         if mode == "echo_refresh_token":
             form = urllib.parse.parse_qs(body.decode("latin-1"))
             token = (form.get("refresh_token") or [""])[0]

@@ -304,9 +304,9 @@ def start_idp(procs, directory, workers=4, access_token_lifetime=3600):
     return p, _read_ready(p, "the IdP", 120), state
 
 
-def start_proxy(procs, directory, upstream):
-    """faultproxy.py in pass mode: counts token POSTs and the most in flight at once."""
-    p = procs.start([sys.executable, str(PROXY_SCRIPT), "--listen", "0", "--upstream", str(upstream)],
+def start_proxy(procs, directory, upstream, mode="pass"):
+    """faultproxy.py (pass mode by default): counts token POSTs and the most in flight at once."""
+    p = procs.start([sys.executable, str(PROXY_SCRIPT), "--listen", "0", "--upstream", str(upstream), "--mode", mode],
                     Path(directory) / "proxy.log", stdout=subprocess.PIPE)
     return p, _read_ready(p, "the proxy", 30)
 

@@ -63,18 +63,10 @@ public struct LoginGrantClient: Sendable {
         } catch {
             throw LoginError(error.description)
         }
-        var fields = fields
-        var request = HTTPClientRequest(url: endpoint)
-        request.method = .POST
-        request.headers.add(name: "Accept", value: "application/json")
-        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
-        request.headers.add(name: "User-Agent", value: "tokend")
         // Public clients send client_id in the form, confidential ones authenticate (RFC 6749 §2.3).
-        TokenEndpointClient.authenticate(&request, fields: &fields, settings: settings)
         do {
-            let response = try await pool.client(caFile: settings.caFile).execute(request, timeout: .milliseconds(pool.timeouts.request.milliseconds))
-            let body = try await response.body.collect(upTo: TokenEndpointClient.maximumResponseBytes)
-            return (Int(response.status.code), Array(buffer: body))
+            let response = try await TokenEndpointClient.postForm(endpoint, fields: fields, settings: settings, pool: pool)
+            return (response.status, response.body)
         } catch {
             throw LoginError("\(what) could not be reached: \(TokenEndpointClient.describe(error))")
         }

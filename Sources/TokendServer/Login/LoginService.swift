@@ -31,29 +31,15 @@ struct LoginService: Sendable {
         guard Identifier.isValid(user) else { throw .invalidParameter("userIdentifier") }
         guard let provider = settings.current.providers[request.provider] else { throw .unknownProvider(request.provider) }
         // The rules of AddCredential, checked before the user is sent anywhere.
-        var readers: [Reader] = [.uid(caller.uid)]
-        if let texts = request.readers {
-            readers = []
-            for text in texts {
-                guard let reader = Reader(text) else { throw .invalidParameter("readers") }
-                readers.append(reader)
-            }
-            guard !readers.isEmpty else { throw .invalidParameter("readers") }
-        }
+        let readers = try EnrolmentRules.readers(requested: request.readers, caller: caller)
         let policy = settings.current.accessPolicy
         guard policy.mayManage(caller, readers: readers) else {
             logDenied(caller, user: user)
             throw .permissionDenied(user)
         }
-        if let existing = view[user] {
-            // Permission first: a caller who may not manage the credential learns nothing about
-            // it, not even that it exists (the same order as AddCredential).
-            guard policy.mayManage(caller, readers: existing.readers) else {
-                logDenied(caller, user: user)
-                throw .permissionDenied(user)
-            }
-            guard request.replace else { throw .credentialExists(user) }
-        }
+        try EnrolmentRules.checkExisting(
+            view[user]?.readers, user: user, replace: request.replace, caller: caller, policy: policy, denied: { logDenied(caller, user: user) }
+        )
 
         let started = now()
         let id = PKCE.randomToken()

@@ -1,3 +1,4 @@
+import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -66,13 +67,20 @@ struct ExecRefresher: ProviderRefresher {
         // Write the request and close, so the command sees end of input.
         try? stdin.fileHandleForWriting.write(contentsOf: Data(input))
         try? stdin.fileHandleForWriting.close()
-        let reader = Task.detached { () -> [UInt8] in
-            var collected: [UInt8] = []
-            let handle = stdout.fileHandleForReading
-            while collected.count <= Self.maximumOutputBytes, let chunk = try? handle.read(upToCount: 65536), !chunk.isEmpty {
-                collected.append(contentsOf: chunk)
+        // The pipe is read with blocking reads, so on a Dispatch thread: tasks run on the event
+        // loops (ConcurrencyExecutor), and a read blocked there would stall that loop's sockets
+        // and timers, the deadline below included.
+        let handle = stdout.fileHandleForReading
+        let reader = Task {
+            await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8], Never>) in
+                DispatchQueue.global().async {
+                    var collected: [UInt8] = []
+                    while collected.count <= Self.maximumOutputBytes, let chunk = try? handle.read(upToCount: 65536), !chunk.isEmpty {
+                        collected.append(contentsOf: chunk)
+                    }
+                    continuation.resume(returning: collected)
+                }
             }
-            return collected
         }
         let deadline = ContinuousClock.now + settings.timeout
         while process.isRunning {

@@ -81,7 +81,9 @@ extension CredentialRegistry {
         // grant is about to be sent, so a crash during it is noticed and recovered at start-up.
         await lock(user)
         let prepared: (Credential, any ProviderRefresher, ProviderConfiguration)
-        switch await prepareGrant(user) {
+        // The marker is never held back: a grant's request waits for it. Markers still share
+        // transactions when several grants start together (after a group commit freed their slots).
+        switch await prepareGrant(user, grouping: .zero) {
         case .success(let value): prepared = value
         case .failure(let error):
             unlock(user)
@@ -98,42 +100,75 @@ extension CredentialRegistry {
         // Phase 3, under the lock again: commit whatever happened.
         await lock(user)
         defer { unlock(user) }
-        return await commit(outcome, for: credential, provider: provider)
+        return await commit(outcome, for: credential, provider: provider, grouping: storeGrouping(for: reason))
     }
 
-    private func prepareGrant(_ user: String) async -> Result<(Credential, any ProviderRefresher, ProviderConfiguration), VarlinkError> {
-        let stored: Credential?
-        do {
-            stored = try await store.load(userIdentifier: user)
-        } catch {
-            logger.error("reading a credential failed: \(error)", metadata: ["user_identifier": "\(user)"])
-            return .failure(.storageFailed("the credential could not be read"))
-        }
-        guard var credential = stored else { return .failure(.unknownUser(user)) }
+    /// How long this grant's store writes may wait to be committed with other grants' (see
+    /// `GroupCommit` in TokendStorage). Only when nobody asked for this refresh and other grants
+    /// are in flight — a refresh storm — where grouping turns one fsync and two thread wake-ups
+    /// per grant into one per group. The credential's current token stays valid and served
+    /// meanwhile; a caller that joins such a grant waits at most this much longer.
+    private func storeGrouping(for reason: RefreshReason) -> Duration {
+        guard !reason.isCallerTriggered, slots.inUse > 1 else { return .zero }
+        return Self.stormGrouping
+    }
+
+    /// See ``storeGrouping(for:)``: a few grant answers' worth at a token endpoint's usual pace.
+    static let stormGrouping = Duration.milliseconds(40)
+
+    private func prepareGrant(_ user: String, grouping: Duration) async -> Result<(Credential, any ProviderRefresher, ProviderConfiguration), VarlinkError> {
         let providers = settings.current.providers
-        guard let provider = providers[credential.provider], let refresher = refreshers.byProvider[credential.provider] else {
-            return .failure(.refreshFailed(user, reason: "provider \(credential.provider) is not configured", retryAt: nil))
-        }
+        let refreshable = Set(refreshers.byProvider.keys)
         let current = now()
-        if let end = provider.refreshPolicy.sessionEnd(of: credential), current >= end {
-            return .failure(await markReauthenticationRequired(credential, reason: sessionEndedReason(provider)))
-        }
-        if credential.refreshToken == nil, case .oauth2 = provider.kind {
-            return .failure(.refreshFailed(user, reason: "the credential has no refresh token; add a new one or log in again", retryAt: nil))
-        }
-        credential.status.state = .refreshing
-        credential.status.grantStartedAt = current
+        // Read and mark in one store transaction; the checks run on the stored credential, and
+        // whatever they refuse is explained below, outside the transaction.
+        let start: GrantStart?
         do {
-            credential.generation = try await store.updateStatus(userIdentifier: user, status: credential.status, expectedGeneration: credential.generation)
+            start = try await store.beginGrant(userIdentifier: user, startedAt: current, grouping: grouping) { credential in
+                Self.grantRefusal(credential, providers: providers, refreshable: refreshable, now: current) == nil
+            }
         } catch {
             logger.error("recording a grant failed: \(error)", metadata: ["user_identifier": "\(user)"])
             return .failure(.storageFailed("the grant could not be recorded"))
         }
-        updateView(credential, provider: provider)
-        return .success((credential, refresher, provider))
+        switch start {
+        case nil:
+            return .failure(.unknownUser(user))
+        case .declined(let credential):
+            switch Self.grantRefusal(credential, providers: providers, refreshable: refreshable, now: current) {
+            case .providerMissing:
+                return .failure(.refreshFailed(user, reason: "provider \(credential.provider) is not configured", retryAt: nil))
+            case .sessionEnded(let provider):
+                return .failure(await markReauthenticationRequired(credential, reason: sessionEndedReason(provider)))
+            case .noRefreshToken, nil:
+                return .failure(.refreshFailed(user, reason: "the credential has no refresh token; add a new one or log in again", retryAt: nil))
+            }
+        case .started(let credential):
+            guard let provider = providers[credential.provider], let refresher = refreshers.byProvider[credential.provider] else {
+                return .failure(.refreshFailed(user, reason: "provider \(credential.provider) is not configured", retryAt: nil))
+            }
+            updateView(credential, provider: provider)
+            return .success((credential, refresher, provider))
+        }
     }
 
-    private func commit(_ outcome: GrantOutcome, for credential: Credential, provider: ProviderConfiguration) async -> GrantResult {
+    /// Why a stored credential cannot be refreshed now, or nil if it can.
+    enum GrantRefusal {
+        case providerMissing
+        case sessionEnded(ProviderConfiguration)
+        case noRefreshToken
+    }
+
+    nonisolated static func grantRefusal(
+        _ credential: Credential, providers: [String: ProviderConfiguration], refreshable: Set<String>, now current: Timestamp
+    ) -> GrantRefusal? {
+        guard let provider = providers[credential.provider], refreshable.contains(credential.provider) else { return .providerMissing }
+        if let end = provider.refreshPolicy.sessionEnd(of: credential), current >= end { return .sessionEnded(provider) }
+        if credential.refreshToken == nil, case .oauth2 = provider.kind { return .noRefreshToken }
+        return nil
+    }
+
+    private func commit(_ outcome: GrantOutcome, for credential: Credential, provider: ProviderConfiguration, grouping: Duration) async -> GrantResult {
         let user = credential.userIdentifier
         let received = now()
         switch outcome {
@@ -147,7 +182,7 @@ extension CredentialRegistry {
             let rotated = response.refreshToken != nil
             do {
                 // Rotation is durable before any caller sees the new access token.
-                next = try await store.update(next, expectedGeneration: credential.generation)
+                next = try await store.update(next, expectedGeneration: credential.generation, grouping: grouping)
             } catch let error as StorageError where error.code == .conflict || error.code == .notFound {
                 // Removed or replaced while the grant ran: the newer state wins.
                 logger.notice("credential changed during its refresh; result discarded", metadata: ["user_identifier": "\(user)"])

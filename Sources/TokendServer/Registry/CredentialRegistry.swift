@@ -1,3 +1,4 @@
+import Dispatch
 import Logging
 import NIOCore
 import TokendConfig
@@ -5,6 +6,7 @@ import TokendCore
 import TokendJSON
 import TokendOAuth
 import TokendProtocol
+import Synchronization
 import TokendStorage
 
 /// The one writer of credentials and the refresh engine.
@@ -75,14 +77,18 @@ actor CredentialRegistry {
         // Pure per-credential work (plan, view entry) in one chunk per core.
         let chunkCount = credentials.count < 20_000 ? 1 : max(1, min(8, System.coreCount))
         let chunkSize = (credentials.count + chunkCount - 1) / max(1, chunkCount)
-        let chunks = await withTaskGroup(of: (Int, StartUpChunk).self) { group in
-            for index in 0..<chunkCount {
-                let range = min(index * chunkSize, credentials.count)..<min((index + 1) * chunkSize, credentials.count)
-                group.addTask { (index, Self.startUpChunk(credentials[range], providers: providers, now: current)) }
+        // On Dispatch's pool, not in a task group: tasks run on the event loops (see
+        // ConcurrencyExecutor), where child tasks would stay on one loop and run one by one.
+        let chunks = await withCheckedContinuation { (continuation: CheckedContinuation<[StartUpChunk], Never>) in
+            DispatchQueue.global().async {
+                let results = Mutex([StartUpChunk?](repeating: nil, count: chunkCount))
+                DispatchQueue.concurrentPerform(iterations: chunkCount) { index in
+                    let range = min(index * chunkSize, credentials.count)..<min((index + 1) * chunkSize, credentials.count)
+                    let chunk = Self.startUpChunk(credentials[range], providers: providers, now: current)
+                    results.withLock { $0[index] = chunk }
+                }
+                continuation.resume(returning: results.withLock { $0.compactMap { $0 } })
             }
-            var chunks = [StartUpChunk?](repeating: nil, count: chunkCount)
-            for await (index, chunk) in group { chunks[index] = chunk }
-            return chunks.compactMap { $0 }
         }
         var entries: [ViewEntry] = []
         var due: [(userIdentifier: String, due: Timestamp)] = []
@@ -190,18 +196,7 @@ actor CredentialRegistry {
     func add(_ request: AddCredentialRequest, caller: CallerIdentity) async throws(VarlinkError) {
         guard Identifier.isValid(request.userIdentifier) else { throw .invalidParameter("userIdentifier") }
         guard settings.current.providers[request.provider] != nil else { throw .unknownProvider(request.provider) }
-        let readers: [Reader]
-        if let texts = request.readers {
-            var parsed: [Reader] = []
-            for text in texts {
-                guard let reader = Reader(text) else { throw .invalidParameter("readers") }
-                parsed.append(reader)
-            }
-            guard !parsed.isEmpty else { throw .invalidParameter("readers") }
-            readers = parsed
-        } else {
-            readers = [.uid(caller.uid)]
-        }
+        let readers = try EnrolmentRules.readers(requested: request.readers, caller: caller)
         let policy = settings.current.accessPolicy
         guard policy.mayManage(caller, readers: readers) else {
             logDenied(caller, action: "add", user: request.userIdentifier)
@@ -246,15 +241,10 @@ actor CredentialRegistry {
 
         await lock(request.userIdentifier)
         defer { unlock(request.userIdentifier) }
-        if let existing = view[request.userIdentifier] {
-            // Permission first: a caller who may not manage the credential hears
-            // PermissionDenied whether or not it asked to replace it.
-            guard policy.mayManage(caller, readers: existing.readers) else {
-                logDenied(caller, action: "replace", user: request.userIdentifier)
-                throw .permissionDenied(request.userIdentifier)
-            }
-            guard request.replace else { throw .credentialExists(request.userIdentifier) }
-        }
+        try EnrolmentRules.checkExisting(
+            view[request.userIdentifier]?.readers, user: request.userIdentifier, replace: request.replace, caller: caller, policy: policy,
+            denied: { logDenied(caller, action: "replace", user: request.userIdentifier) }
+        )
         let stored: Credential
         do {
             stored = try await store.insert(credential, replacing: request.replace)

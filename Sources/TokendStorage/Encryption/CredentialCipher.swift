@@ -1,3 +1,4 @@
+import CTokendShims
 import Crypto
 import TokendCore
 
@@ -37,10 +38,18 @@ public struct CredentialCipher: Sendable {
     /// Creates a cipher over `keyring`.
     public init(keyring: Keyring) { self.keyring = keyring }
 
-    /// A new random salt for a row.
+    /// A new random salt for a row, from the kernel's CSPRNG in one `getrandom` call (drawing it
+    /// a byte at a time through `SystemRandomNumberGenerator` cost 32 system calls per write).
     public static func makeSalt() -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<saltByteCount).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        [UInt8](unsafeUninitializedCapacity: saltByteCount) { buffer, count in
+            if tokend_random_bytes(buffer.baseAddress, UInt(saltByteCount)) != 0 {
+                // Only without getrandom(2) (kernels before 3.17): the standard library's
+                // generator, which reads /dev/urandom there.
+                var generator = SystemRandomNumberGenerator()
+                for index in 0..<saltByteCount { buffer[index] = UInt8.random(in: .min ... .max, using: &generator) }
+            }
+            count = saltByteCount
+        }
     }
 
     /// The id of the master key a blob was sealed with, or `nil` if it is too short to have one.

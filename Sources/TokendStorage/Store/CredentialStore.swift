@@ -65,6 +65,35 @@ public protocol CredentialStore: Sendable {
     @discardableResult
     func updateStatus(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64
 
+    /// Reads a credential and, if `shouldStart` accepts it, records in the same transaction that
+    /// a refresh grant is starting: state `refreshing`, ``RefreshStatus/grantStartedAt`` =
+    /// `startedAt`, a new generation.
+    ///
+    /// The record is the grant's in-flight marker: when the process dies before the grant's
+    /// result is stored, start-up finds it and retries at once. It guards against the process
+    /// dying (a kill, the OOM killer, a crash), so a store may commit it without waiting for
+    /// stable storage as long as it survives the process; the grant's *result* is durable as
+    /// always. A marker lost to power failure costs nothing a marker would have bought: the
+    /// credential was due, so start-up refreshes it at once anyway.
+    ///
+    /// - Parameters:
+    ///   - userIdentifier: The credential.
+    ///   - startedAt: When the grant starts.
+    ///   - shouldStart: Called with the stored credential inside the transaction; false leaves
+    ///     it as it is.
+    /// - Returns: nil if there is no such credential, else whether the grant was marked and the
+    ///   credential as stored afterwards.
+    ///   - grouping: How long the store may hold the write to commit it with others (see
+    ///     ``update(_:expectedGeneration:grouping:)``).
+    func beginGrant(
+        userIdentifier: String, startedAt: Timestamp, grouping: Duration, shouldStart: @escaping @Sendable (Credential) -> Bool
+    ) async throws -> GrantStart?
+
+    /// ``update(_:expectedGeneration:)`` for a result nobody is waiting for: the store may hold
+    /// the write up to `grouping` so that it commits together with others (group commit). It
+    /// is as durable as any update when it returns.
+    func update(_ credential: Credential, expectedGeneration: Int64, grouping: Duration) async throws -> Credential
+
     /// Deletes a credential.
     ///
     /// - Returns: Whether there was one to delete.
@@ -98,4 +127,34 @@ public protocol CredentialStore: Sendable {
 extension CredentialStore {
     /// Stores without a single writer to probe are healthy as long as they answer at all.
     public func probeWriter() async throws {}
+}
+
+/// What ``CredentialStore/beginGrant(userIdentifier:startedAt:shouldStart:)`` did.
+public enum GrantStart: Sendable {
+    /// The grant is marked in flight; the credential as stored now.
+    case started(Credential)
+    /// `shouldStart` declined; the credential unchanged.
+    case declined(Credential)
+}
+
+extension CredentialStore {
+    /// A read, then a status write that fails with `.conflict` if the credential changed between
+    /// the two: the same outcome as one transaction, in two round trips.
+    public func beginGrant(
+        userIdentifier: String, startedAt: Timestamp, grouping: Duration, shouldStart: @escaping @Sendable (Credential) -> Bool
+    ) async throws -> GrantStart? {
+        guard var credential = try await load(userIdentifier: userIdentifier) else { return nil }
+        guard shouldStart(credential) else { return .declined(credential) }
+        credential.status.state = .refreshing
+        credential.status.grantStartedAt = startedAt
+        credential.generation = try await updateStatus(
+            userIdentifier: userIdentifier, status: credential.status, expectedGeneration: credential.generation
+        )
+        return .started(credential)
+    }
+
+    /// Stores without group commit write at once.
+    public func update(_ credential: Credential, expectedGeneration: Int64, grouping: Duration) async throws -> Credential {
+        try await update(credential, expectedGeneration: expectedGeneration)
+    }
 }

@@ -142,12 +142,13 @@ extension SQLiteCredentialStore {
     private static func readers(_ row: Row, _ cache: inout [String: [Reader]]) throws -> [Reader] {
         let text: String = row[8]
         if let known = cache[text] { return known }
-        guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else {
+        let readers: [Reader]
+        do {
+            readers = try ReaderListCoding.decode(text)
+        } catch .unknownReader(let string) {
+            throw corrupt(row, "readers", "unknown reader '\(string)'")
+        } catch {
             throw corrupt(row, "readers", "not a JSON array of strings")
-        }
-        let readers = try strings.map { string in
-            guard let reader = Reader(string) else { throw corrupt(row, "readers", "unknown reader '\(string)'") }
-            return reader
         }
         if cache.count < 10_000 { cache[text] = readers }
         return readers

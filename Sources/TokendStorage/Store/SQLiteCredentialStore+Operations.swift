@@ -6,7 +6,7 @@ extension SQLiteCredentialStore {
     public func loadAll() async throws -> [Credential] {
         try await read("load credentials") { db in
             let cipher = self.cipher
-            return try Row.fetchAll(db, sql: "SELECT * FROM credentials ORDER BY user_identifier").map {
+            return try Row.fetchAll(db, sql: "SELECT \(Self.rowColumnList) FROM credentials ORDER BY user_identifier").map {
                 try Self.credential(from: $0, cipher: cipher)
             }
         }
@@ -14,11 +14,35 @@ extension SQLiteCredentialStore {
 
     public func load(userIdentifier: String) async throws -> Credential? {
         try await read("load credential '\(userIdentifier)'") { db in
-            try Row.fetchOne(
-                db,
-                sql: "SELECT * FROM credentials WHERE user_identifier = ?",
-                arguments: [userIdentifier]
-            ).map { try Self.credential(from: $0, cipher: self.cipher) }
+            try Self.fetchCredential(db, userIdentifier, cipher: self.cipher)
+        }
+    }
+
+    static func fetchCredential(_ db: Database, _ userIdentifier: String, cipher: CredentialCipher) throws -> Credential? {
+        let statement = try db.cachedStatement(sql: "SELECT \(rowColumnList) FROM credentials WHERE user_identifier = ?")
+        return try Row.fetchOne(statement, arguments: [userIdentifier]).map { try credential(from: $0, cipher: cipher) }
+    }
+
+    public func beginGrant(
+        userIdentifier: String, startedAt: Timestamp, grouping: Duration, shouldStart: @escaping @Sendable (Credential) -> Bool
+    ) async throws -> GrantStart? {
+        let updatedAt = now()
+        // One transaction instead of a read and a write; committed without an fsync (see the
+        // protocol for why the marker needs to survive the process, not a power cut).
+        return try await write("start a grant for credential '\(userIdentifier)'", durable: false, grouping: grouping) { db in
+            guard var credential = try Self.fetchCredential(db, userIdentifier, cipher: self.cipher) else { return nil }
+            guard shouldStart(credential) else { return .declined(credential) }
+            credential.status.state = .refreshing
+            credential.status.grantStartedAt = startedAt
+            let generation = try Self.nextGeneration(db)
+            let columns =
+                Self.statusValues(credential.status) + [
+                    ("generation", generation),
+                    ("updated_at", updatedAt.millisecondsSince1970),
+                ]
+            try Self.compareAndSwap(db, userIdentifier, credential.generation, columns)
+            credential.generation = generation
+            return .started(credential)
         }
     }
 
@@ -54,8 +78,12 @@ extension SQLiteCredentialStore {
     }
 
     public func update(_ credential: Credential, expectedGeneration: Int64) async throws -> Credential {
+        try await update(credential, expectedGeneration: expectedGeneration, grouping: .zero)
+    }
+
+    public func update(_ credential: Credential, expectedGeneration: Int64, grouping: Duration) async throws -> Credential {
         let updatedAt = now()
-        return try await write("update credential '\(credential.userIdentifier)'") { db in
+        return try await write("update credential '\(credential.userIdentifier)'", grouping: grouping) { db in
             let generation = try Self.nextGeneration(db)
             let sealed = try Self.seal(credential, cipher: self.cipher)
             let columns = try Self.columnValues(
@@ -97,11 +125,12 @@ extension SQLiteCredentialStore {
         _ expectedGeneration: Int64,
         _ columns: [(String, (any DatabaseValueConvertible)?)]
     ) throws {
-        try db.execute(
+        // The same few column sets every time: GRDB's statement cache spares re-parsing.
+        let statement = try db.cachedStatement(
             sql: "UPDATE credentials SET \(columns.map { "\($0.0) = ?" }.joined(separator: ", ")) "
-                + "WHERE user_identifier = ? AND generation = ?",
-            arguments: StatementArguments(columns.map(\.1) + [userIdentifier, expectedGeneration])
+                + "WHERE user_identifier = ? AND generation = ?"
         )
+        try statement.execute(arguments: StatementArguments(columns.map(\.1) + [userIdentifier, expectedGeneration]))
         if db.changesCount == 0 {
             throw try compareAndSwapFailure(db, userIdentifier, expected: expectedGeneration)
         }
@@ -148,7 +177,7 @@ extension SQLiteCredentialStore {
                 let rows = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT * FROM credentials
+                        SELECT \(Self.rowColumnList) FROM credentials
                         WHERE substr(access_token, 2, 8) != ?1
                            OR (refresh_token IS NOT NULL AND substr(refresh_token, 2, 8) != ?1)
                         ORDER BY user_identifier LIMIT ?2

@@ -42,7 +42,7 @@ extension SQLiteCredentialStore {
             ("expires_at", credential.expiresAt.millisecondsSince1970),
             ("issued_at", credential.issuedAt.millisecondsSince1970),
             ("session_started_at", credential.sessionStartedAt.millisecondsSince1970),
-            ("readers", try encodeReaders(credential.readers)),
+            ("readers", encodeReaders(credential.readers)),
             ("enrolled_uid", Int64(credential.enrolment.uid)),
             ("enrolled_pid", Int64(credential.enrolment.pid)),
             ("enrolled_at", credential.enrolment.at.millisecondsSince1970),
@@ -63,10 +63,19 @@ extension SQLiteCredentialStore {
         ]
     }
 
-    static func encodeReaders(_ readers: [Reader]) throws -> String {
-        let data = try JSONEncoder().encode(readers.map(\.description))
-        return String(decoding: data, as: UTF8.self)
+    static func encodeReaders(_ readers: [Reader]) -> String {
+        ReaderListCoding.encode(readers)
     }
+
+    /// The columns a whole credential row is read with, in this order (``credential(from:cipher:)``
+    /// finds each by its position here rather than by a name search in the row).
+    static let rowColumns = [
+        "user_identifier", "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at",
+        "issued_at", "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at", "state",
+        "last_refresh_at", "last_error", "refresh_count", "grant_started_at", "retry_at", "generation",
+    ]
+    /// `SELECT`'s column list for ``rowColumns``.
+    static let rowColumnList = rowColumns.joined(separator: ", ")
 
     /// Decodes and decrypts a `credentials` row.
     static func credential(from row: Row, cipher: CredentialCipher) throws -> Credential {
@@ -120,9 +129,7 @@ private struct RowFields {
     let row: Row
 
     var userIdentifier: String {
-        guard let raw = row["user_identifier"] as (any DatabaseValueConvertible)?,
-            let name = String.fromDatabaseValue(raw.databaseValue)
-        else { return "?" }
+        guard row.count > 0, let name = String.fromDatabaseValue(row[0] as DatabaseValue) else { return "?" }
         return name
     }
 
@@ -133,10 +140,17 @@ private struct RowFields {
         )
     }
 
+    /// Each column's position in ``SQLiteCredentialStore/rowColumns``.
+    private static let positions: [String: Int] = Dictionary(
+        uniqueKeysWithValues: SQLiteCredentialStore.rowColumns.enumerated().map { ($1, $0) }
+    )
+
     func optional<Value: DatabaseValueConvertible>(_ column: String) throws -> Value? {
-        // The non-generic subscript: nil for a missing column or NULL, never a trap.
-        guard let raw = row[column] as (any DatabaseValueConvertible)? else { return nil }
-        guard let decoded = Value.fromDatabaseValue(raw.databaseValue) else {
+        guard let position = Self.positions[column], position < row.count else { throw corrupt(column, "not selected") }
+        // A raw `DatabaseValue`: nil for NULL, a typed error for a wrong type, never a trap.
+        let raw: DatabaseValue = row[position]
+        if raw.isNull { return nil }
+        guard let decoded = Value.fromDatabaseValue(raw) else {
             throw corrupt(column, "unexpected type")
         }
         return decoded
@@ -163,12 +177,12 @@ private struct RowFields {
 
     func readers(_ column: String) throws -> [Reader] {
         let text: String = try required(column)
-        guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else {
+        do {
+            return try ReaderListCoding.decode(text)
+        } catch .unknownReader(let string) {
+            throw corrupt(column, "unknown reader '\(string)'")
+        } catch {
             throw corrupt(column, "not a JSON array of strings")
-        }
-        return try strings.map { string in
-            guard let reader = Reader(string) else { throw corrupt(column, "unknown reader '\(string)'") }
-            return reader
         }
     }
 }

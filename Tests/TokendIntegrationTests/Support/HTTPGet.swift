@@ -8,18 +8,8 @@ struct HTTPResponse {
 }
 
 func httpGet(port: Int, path: String) throws -> HTTPResponse {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard let fd = FreePort.connectLoopback(port) else { throw TestFailure("connect(127.0.0.1:\(port)) failed: errno \(errno)") }
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(port).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    guard connected == 0 else { throw TestFailure("connect(127.0.0.1:\(port)) failed: errno \(errno)") }
     return try httpExchange(fd, path: path)
 }
 

@@ -40,7 +40,7 @@ final class PostgresServer: @unchecked Sendable {
         directory = String(cString: made)
         chown(directory, account.pointee.pw_uid, account.pointee.pw_gid)
         chmod(directory, 0o700)
-        port = try Self.freePort()
+        port = try FreePort.pick()
         let passwordFile = directory + "/pw"
         try Self.password.write(toFile: passwordFile, atomically: false, encoding: .utf8)
         chown(passwordFile, account.pointee.pw_uid, account.pointee.pw_gid)
@@ -74,7 +74,7 @@ final class PostgresServer: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             guard process.isRunning else { throw Failure(description: "postgres exited: \(self.log)") }
-            if Self.isListening(port), (try? await psql("SELECT 1")) == "1" { return }
+            if FreePort.isListening(port), (try? await psql("SELECT 1")) == "1" { return }
             try await Task.sleep(for: .milliseconds(100))
         }
         throw Failure(description: "postgres did not start within 60 s: \(self.log)")
@@ -125,18 +125,6 @@ final class PostgresServer: @unchecked Sendable {
             environment: [:], timeout: timeout)
     }
 
-    private static func isListening(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
-    }
-
     private static func run(_ executable: String, _ arguments: [String], environment: [String: String], timeout: Double) async throws
         -> (status: Int32, output: String)
     {
@@ -162,18 +150,5 @@ final class PostgresServer: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
         return (process.terminationStatus, String(decoding: await reader.value, as: UTF8.self))
-    }
-
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        guard bound == 0 else { throw Failure(description: "bind failed") }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -145,3 +145,22 @@ extension Array where Element == UInt8 {
         }
     }
 }
+
+/// A store that implements only the original requirements (as an external store would), to
+/// exercise the protocol's default implementations (`loadIndex`, `beginGrant`, grouped `update`).
+struct RequirementsOnlyStore: CredentialStore {
+    let base: SQLiteCredentialStore
+    func loadAll() async throws -> [Credential] { try await base.loadAll() }
+    func load(userIdentifier: String) async throws -> Credential? { try await base.load(userIdentifier: userIdentifier) }
+    func insert(_ credential: Credential, replacing: Bool) async throws -> Credential { try await base.insert(credential, replacing: replacing) }
+    func update(_ credential: Credential, expectedGeneration: Int64) async throws -> Credential {
+        try await base.update(credential, expectedGeneration: expectedGeneration)
+    }
+    func updateStatus(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64 {
+        try await base.updateStatus(userIdentifier: userIdentifier, status: status, expectedGeneration: expectedGeneration)
+    }
+    func remove(userIdentifier: String) async throws -> Bool { try await base.remove(userIdentifier: userIdentifier) }
+    func reencrypt(under keyring: Keyring) async throws -> Int { try await base.reencrypt(under: keyring) }
+    func keyIDsInUse() async throws -> Set<String> { try await base.keyIDsInUse() }
+    func close() async throws { try await base.close() }
+}

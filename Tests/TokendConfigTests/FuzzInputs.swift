@@ -1,0 +1,1 @@
+../TokendCoreTests/FuzzInputs.swift
