@@ -30,6 +30,7 @@ let package = Package(
     ],
     targets: [
         .target(name: "TokendJSON", swiftSettings: swiftSettings),
+        .target(name: "CTokendShims"),
         .target(name: "TokendCore", dependencies: ["TokendJSON"], swiftSettings: swiftSettings),
         .target(
             name: "TokendProtocol",
@@ -40,6 +41,8 @@ let package = Package(
             name: "TokendStorage",
             dependencies: [
                 "TokendCore",
+                "TokendJSON",
+                "CTokendShims",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
