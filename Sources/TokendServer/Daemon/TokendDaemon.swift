@@ -285,6 +285,7 @@ public final class TokendDaemon: Service {
         socket.ownedFile?.remove()
         // No new proactive refreshes; those under way finish below.
         scheduler.cancel()
+        await registry.stopStartingProactiveGrants()
         clockMonitor.stop()
         // Calls already received are answered (their grants included), then each connection closes.
         let forced = await listener.connections.quiesce(deadline: deadline)

@@ -49,9 +49,23 @@ extension CredentialRegistry {
         }
     }
 
+    /// From now on, proactive grants that have not sent their request do not start: the daemon
+    /// is stopping. Grants already talking to their provider finish and commit (a rotated
+    /// refresh token is never lost to a stop); those still queued for a grant slot — most of a
+    /// refresh storm — end at once instead of holding the stop up to `shutdown_timeout`, and a
+    /// grant started after the stop's wait can no longer be cut off by the HTTP client's
+    /// shutdown with its marker written. Their credentials are still due at the next start, so
+    /// they are refreshed then. Caller-triggered grants still run: their callers are answered.
+    func stopStartingProactiveGrants() {
+        stoppingProactiveGrants = true
+    }
+
     /// Starts the grant for `user`, or joins the one in flight.
     func join(_ userIdentifier: String, reason: RefreshReason) async -> GrantResult {
         if let task = inFlight[userIdentifier] { return await task.value }
+        if stoppingProactiveGrants, !reason.isCallerTriggered {
+            return .failed(.refreshFailed(userIdentifier, reason: "tokend is stopping; the refresh runs at the next start", retryAt: nil))
+        }
         let task = Task { await self.performGrant(userIdentifier, reason: reason) }
         inFlight[userIdentifier] = task
         return await task.value
@@ -76,6 +90,10 @@ extension CredentialRegistry {
     private func grant(_ user: String, reason: RefreshReason) async -> GrantResult {
         await acquireSlot()
         defer { releaseSlot() }
+        // Queued for a slot when the daemon began to stop: a proactive grant does not start now.
+        if stoppingProactiveGrants, !reason.isCallerTriggered {
+            return .failed(.refreshFailed(user, reason: "tokend is stopping; the refresh runs at the next start", retryAt: nil))
+        }
 
         // Phase 1, under the user's lock: read the stored credential and record durably that a
         // grant is about to be sent, so a crash during it is noticed and recovered at start-up.

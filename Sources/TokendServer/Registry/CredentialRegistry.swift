@@ -33,6 +33,8 @@ actor CredentialRegistry {
     /// Grants in flight by user: every caller that needs the same credential refreshed awaits
     /// the same task (single flight).
     var inFlight: [String: Task<GrantResult, Never>] = [:]
+    /// Set when the daemon stops: no new proactive grant starts (see ``stopStartingProactiveGrants()``).
+    var stoppingProactiveGrants = false
     var schedule = RefreshSchedule()
     var warnings = RefreshSchedule()
     var failures: [String: Int] = [:]
