@@ -8,7 +8,7 @@ struct GracefulStopTests {
     static let credentials = 10
 
     @Test func aStopDuringAStormFinishesTheGrantsSentAndStartsNoOther() async throws {
-        // Two grants at a time, each held 3 s by the proxy: the whole storm would take 15 s,
+        // Two grants at a time, each held 5 s by the proxy: the whole storm would take 25 s,
         // well inside the 60 s shutdown_timeout, so a stop that waited for every queued grant
         // would refresh all of them.
         let (setup, proxy) = try await IdPDaemon.startBehindProxy(
@@ -16,13 +16,24 @@ struct GracefulStopTests {
             daemonExtra: "max_grants_in_flight = 2\nshutdown_timeout = \"60s\"\nhttp_timeout = \"20s\""
         )
         let client = try RawClient(path: setup.daemon.socketPath)
-        try await proxy.set(["mode": "slow:3"])
-        for index in 0..<Self.credentials {
-            try await setup.addMinted("user-\(index)", lifetime: 20, client: client)
+        try await proxy.set(["mode": "slow:5"])
+        // Minted first, then added back to back, so all fall due together however slow the
+        // machine is: 2 s after they were added (10 % of 20 s).
+        let minted = try await setup.idp.mint(count: Self.credentials, lifetime: 20)
+        for (index, response) in minted.enumerated() {
+            let reply = try client.call(Tokens.addCall(
+                user: "user-\(index)", access: response["access_token"] as! String, refresh: response["refresh_token"] as? String,
+                expiresIn: 20
+            ))
+            #expect(reply.errorName == nil, "\(reply)")
         }
-        // Every credential is due 2 s after it was added: after 4 s all of them are, two grants
-        // are at the proxy and the rest wait for a slot.
-        try await Task.sleep(for: .seconds(4))
+        let addedAt = ContinuousClock.now
+        // Stop once every credential is due (two grants at the proxy, the rest waiting for a slot).
+        while ContinuousClock.now < addedAt + .seconds(30) {
+            let posts = try await proxy.stats()["token_posts"] as? Int ?? 0
+            if posts >= 1, ContinuousClock.now >= addedAt + .seconds(3) { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
         let before = try await proxy.stats()["token_posts"] as? Int ?? 0
         #expect(before >= 1 && before < Self.credentials, "the storm is under way: \(before) POSTs")
         let status = try await setup.daemon.stop()
