@@ -139,27 +139,11 @@ struct CommandResult {
 }
 
 func runCommand(_ executable: String, _ arguments: [String], stdin: String? = nil, timeout: Duration = .seconds(20)) async throws -> CommandResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe(), input = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = input
-    try process.run()
-    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-    try? input.fileHandleForWriting.close()
-    let deadline = ContinuousClock.now + timeout
-    // Read concurrently so a chatty child cannot block on a full pipe.
-    async let stdoutData = Task.detached { out.fileHandleForReading.readDataToEndOfFile() }.value
-    async let stderrData = Task.detached { err.fileHandleForReading.readDataToEndOfFile() }.value
-    while process.isRunning {
-        if ContinuousClock.now > deadline {
-            kill(process.processIdentifier, SIGKILL)
-            throw TestFailure("\(executable) \(arguments) did not finish within \(timeout)")
-        }
-        try await Task.sleep(for: .milliseconds(10))
+    let result: ChildProcess.Output
+    do {
+        result = try await ChildProcess.run(executable, arguments, stdin: stdin, timeout: timeout)
+    } catch let failure as ChildProcess.Failure {
+        throw TestFailure(failure.description)
     }
-    let o = await stdoutData, e = await stderrData
-    return CommandResult(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    return CommandResult(status: result.status, stdout: result.stdout, stderr: result.stderr)
 }

@@ -128,27 +128,12 @@ final class PostgresServer: @unchecked Sendable {
     private static func run(_ executable: String, _ arguments: [String], environment: [String: String], timeout: Double) async throws
         -> (status: Int32, output: String)
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: "/tmp")
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let reader = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning {
-            if Date() > deadline {
-                kill(process.processIdentifier, SIGKILL)
-                throw Failure(description: "\(executable) \(arguments.joined(separator: " ")) did not finish within \(timeout) s")
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        do {
+            let result = try await ChildProcess.run(
+                executable, arguments, environment: environment, directory: "/tmp", timeout: .milliseconds(Int(timeout * 1000)))
+            return (result.status, result.stdout + result.stderr)
+        } catch let failure as ChildProcess.Failure {
+            throw Failure(description: failure.description)
         }
-        return (process.terminationStatus, String(decoding: await reader.value, as: UTF8.self))
     }
 }

@@ -1,0 +1,1 @@
+../../TokendPostgresTests/Support/ChildProcess.swift
