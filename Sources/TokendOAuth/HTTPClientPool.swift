@@ -18,6 +18,8 @@ public final class HTTPClientPool: Sendable {
     }
 
     public let timeouts: Timeouts
+    /// Connections per host: the most `max_grants_in_flight` accepts.
+    static let connectionsPerHost = 10_000
     private let group: any EventLoopGroup
     private let clients = Mutex<[String: HTTPClient]>([:])
 
@@ -41,6 +43,10 @@ public final class HTTPClientPool: Sendable {
                 timeout: .init(connect: .milliseconds(timeouts.connect.milliseconds), read: .milliseconds(timeouts.request.milliseconds))
             )
             configuration.connectionPool.idleTimeout = .seconds(60)
+            // AsyncHTTPClient opens at most 8 connections per host by default, which would
+            // silently lower a `max_grants_in_flight` above 8. tokend's own grant slots are the
+            // limit (and reloadable); this one only has to stay out of their way.
+            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Self.connectionsPerHost
             // No request spans: tokend has no tracer, and even the no-op one costs a dynamic
             // cast and a span per grant.
             configuration.tracing.tracer = nil

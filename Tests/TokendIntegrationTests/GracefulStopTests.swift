@@ -52,3 +52,38 @@ struct GracefulStopTests {
         proxy.stop()
     }
 }
+
+/// `max_grants_in_flight` is the limit on grants at once, also above AsyncHTTPClient's default
+/// of 8 connections per host.
+@Suite(.serialized)
+struct GrantCapTests {
+    @Test func twelveGrantsRunAtOnceWhenTheCapIsTwelve() async throws {
+        let cap = 12
+        let (setup, proxy) = try await IdPDaemon.startBehindProxy(
+            providerExtra: "refresh_at = 0.1",
+            daemonExtra: "max_grants_in_flight = \(cap)\nhttp_timeout = \"20s\""
+        )
+        let client = try RawClient(path: setup.daemon.socketPath)
+        try await proxy.set(["mode": "slow:4"])
+        let minted = try await setup.idp.mint(count: cap + 4, lifetime: 20)
+        for (index, response) in minted.enumerated() {
+            let reply = try client.call(Tokens.addCall(
+                user: "user-\(index)", access: response["access_token"] as! String, refresh: response["refresh_token"] as? String,
+                expiresIn: 20
+            ))
+            #expect(reply.errorName == nil, "\(reply)")
+        }
+        // All fall due 2 s after they were added; each grant is held 4 s at the proxy.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var most = 0
+        while ContinuousClock.now < deadline, most < cap {
+            most = try await proxy.stats()["max_inflight"] as? Int ?? 0
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(most == cap, "\(cap) grants at once, no more: \(most)")
+        _ = try await setup.daemon.stop()
+        #expect(try await proxy.stats()["max_inflight"] as? Int ?? 0 <= cap, "the cap held")
+        await setup.idp.stop()
+        proxy.stop()
+    }
+}
