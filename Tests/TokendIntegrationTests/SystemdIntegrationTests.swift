@@ -234,11 +234,11 @@ struct SystemdIntegrationTests {
                 .errorName == nil)
 
         let socketPath = daemon.socketPath
-        let caller = Task.detached { () throws -> (token: String?, error: String?) in
+        let caller = Task { try await onOwnThread { () throws -> (token: String?, error: String?) in
             let waiting = try RawClient(path: socketPath)
             let reply = try waiting.call(Tokens.tokenCall(user: "ex", minValid: 600))
             return (reply.accessToken, reply.errorName)
-        }
+        } }
         // The refresh command has started (it records its call, then sleeps 2 s).
         let calls = directory.file("refresh.calls")
         let deadline = ContinuousClock.now + .seconds(10)

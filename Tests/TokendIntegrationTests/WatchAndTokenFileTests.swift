@@ -105,15 +105,16 @@ struct WatchAndTokenFileTests {
         #expect(attributes[.posixPermissions] as? Int == 0o640)
 
         // A reader polling the file during 50 replacements only ever sees whole tokens.
-        let reader = Task.detached { () -> [String] in
+        let stopReading = StopFlag()
+        let reader = Task { await onOwnThread { () -> [String] in
             var seen: [String] = []
             let end = ContinuousClock.now + .seconds(60)
-            // At least one read even if the task first runs after it was cancelled (a loaded machine).
-            while seen.isEmpty || !Task.isCancelled, ContinuousClock.now < end {
+            // At least one read even if the thread first runs after it was told to stop (a loaded machine).
+            while seen.isEmpty || !stopReading.isRaised, ContinuousClock.now < end {
                 if let text = try? String(contentsOfFile: path, encoding: .utf8) { seen.append(text) }
             }
             return seen
-        }
+        } }
         var latest = first
         for i in 1...50 {
             latest = Tokens.random("file\(i)-", length: 2000)
@@ -126,7 +127,7 @@ struct WatchAndTokenFileTests {
         }
         let finalToken = latest
         try await Self.waitFor { (try? String(contentsOfFile: path, encoding: .utf8)) == finalToken }
-        reader.cancel()
+        stopReading.raise()
         let seen = await reader.value
         #expect(!seen.isEmpty)
         #expect(seen.allSatisfy { written.contains($0) }, "a reader saw a partial or foreign file")

@@ -37,15 +37,16 @@ struct JWKSVerifierTests {
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             try process.run()
-            let line = try await Task.detached { () -> String in
+            let reading = output.fileHandleForReading
+            let line = try await onOwnThread { () throws -> String in
                 var buffer = Data()
                 while !String(decoding: buffer, as: UTF8.self).contains(") ...") {
-                    let chunk = output.fileHandleForReading.availableData
+                    let chunk = reading.availableData
                     if chunk.isEmpty { throw JWKSTestFailure() }
                     buffer.append(chunk)
                 }
                 return String(decoding: buffer, as: UTF8.self)
-            }.value
+            }
             // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
             port = Int(line.split(separator: " ").drop { $0 != "port" }.dropFirst().first ?? "") ?? 0
         }

@@ -66,16 +66,17 @@ final class IdentityProvider: @unchecked Sendable {
         try process.run()
         // Wait for "READY <port>": printed once a worker answers, after migrations. (The port
         // alone is not enough: gunicorn binds it before the database is ready.)
-        let ready = Task.detached { () -> Bool in
+        let reading = output.fileHandleForReading
+        let ready = Task { await onOwnThread { () -> Bool in
             var buffer = Data()
             while true {
                 // `availableData` returns what is there; `read(upToCount:)` would wait for all 256 bytes.
-                let chunk = output.fileHandleForReading.availableData
+                let chunk = reading.availableData
                 if chunk.isEmpty { return false }
                 buffer.append(chunk)
                 if String(decoding: buffer, as: UTF8.self).contains("READY") { return true }
             }
-        }
+        } }
         let process = self.process
         let timer = Task {
             try await Task.sleep(for: timeout)

@@ -24,16 +24,17 @@ final class StandInPDA: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let reader = Task.detached { () -> Int? in
+        let reading = output.fileHandleForReading
+        let reader = Task { await onOwnThread { () -> Int? in
             var buffer = Data()
             while true {
-                let chunk = output.fileHandleForReading.availableData
+                let chunk = reading.availableData
                 if chunk.isEmpty { return nil }
                 buffer.append(chunk)
                 let text = String(decoding: buffer, as: UTF8.self)
                 if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("READY ") }) { return Int(line.dropFirst(6)) }
             }
-        }
+        } }
         let process = self.process
         let timer = Task {
             try await Task.sleep(for: timeout)

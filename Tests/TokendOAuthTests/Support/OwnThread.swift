@@ -1,0 +1,1 @@
+../../TokendIntegrationTests/Support/OwnThread.swift
