@@ -53,6 +53,8 @@ class ClientLoop(threading.Thread):
         self.first_error = None
 
     def run(self):
+        if self.rate <= 0:  # --client-rate 0: the grants alone
+            return
         c = Varlink(self.sock, timeout=60)
         interval = 1.0 / self.rate
         next_at = time.monotonic()

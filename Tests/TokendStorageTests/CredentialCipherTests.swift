@@ -101,6 +101,30 @@ struct CredentialCipherTests {
         #expect(CredentialCipher.keyID(of: resealed) == Fixture.key(8).id)
     }
 
+    /// A row's cipher derives the subkey once per master key: blobs of one row sealed under two
+    /// keys (a rotation between its writes) both open, in either order, with one `RowCipher`.
+    @Test func aRowCipherKeepsOneSubkeyPerMasterKey() throws {
+        let refreshBinding = SealBinding(userIdentifier: "alice", provider: "example", column: .refreshToken)
+        let underOld = try cipher.seal(SecretString(token), salt: salt, binding: binding)
+        let rotated = CredentialCipher(keyring: Keyring(current: Fixture.key(8), older: [key]))
+        let underNew = try RowCipher(rotated, salt: salt).seal(SecretString("rt-" + token), binding: refreshBinding)
+        for order in [[0, 1], [1, 0]] {
+            let row = RowCipher(rotated, salt: salt)
+            for index in order {
+                if index == 0 {
+                    #expect(try row.open(underOld, binding: binding).value == token)
+                } else {
+                    #expect(try row.open(underNew, binding: refreshBinding).value == "rt-" + token)
+                }
+            }
+        }
+        // What a row cipher seals, the plain cipher opens; the other salt's subkey does not.
+        #expect(try rotated.open(underNew, salt: salt, binding: refreshBinding).value == "rt-" + token)
+        #expect(throws: StorageError.self) {
+            try RowCipher(rotated, salt: CredentialCipher.makeSalt()).open(underNew, binding: refreshBinding)
+        }
+    }
+
     @Test func truncatedBlobOrUnknownVersionIsADecryptionError() async throws {
         let blob = try cipher.seal(SecretString(token), salt: salt, binding: binding)
         await expectStorageError(.decryption) { _ = try cipher.open(blob.prefix(36), salt: salt, binding: binding) }

@@ -87,45 +87,68 @@ extension CredentialRegistry {
     }
 
     /// Phases 1–3 of a grant, under this node's lease.
+    ///
+    /// A grant holds one of the `max_grants_in_flight` slots from before it marks the credential
+    /// until its provider has answered: the cap bounds the requests a provider sees at once. The
+    /// commit runs after the slot is free, so in a refresh storm the next grant's marker and
+    /// this grant's result share one store transaction (``storeGrouping(for:)``).
     private func grant(_ user: String, reason: RefreshReason) async -> GrantResult {
         await acquireSlot()
-        defer { releaseSlot() }
+        var holdsSlot = true
+        defer { if holdsSlot { releaseSlot() } }
         // Queued for a slot when the daemon began to stop: a proactive grant does not start now.
-        if stoppingProactiveGrants, !reason.isCallerTriggered {
-            return .failed(.refreshFailed(user, reason: "tokend is stopping; the refresh runs at the next start", retryAt: nil))
-        }
+        if stoppingProactiveGrants, !reason.isCallerTriggered { return .failed(Self.stopping(user)) }
 
         // Phase 1, under the user's lock: read the stored credential and record durably that a
         // grant is about to be sent, so a crash during it is noticed and recovered at start-up.
         await lock(user)
+        let stateBefore = view[user]?.status.state
         let prepared: (Credential, any ProviderRefresher, ProviderConfiguration)
-        // The marker is never held back: a grant's request waits for it. Markers still share
-        // transactions when several grants start together (after a group commit freed their slots).
-        switch await prepareGrant(user, grouping: .zero) {
+        switch await prepareGrant(user, grouping: storeGrouping(for: reason)) {
         case .success(let value): prepared = value
         case .failure(let error):
             unlock(user)
             return .failed(error)
         }
-        unlock(user)
         let (credential, refresher, provider) = prepared
+        // The stop may have begun while the marker waited for its group: nothing was sent yet,
+        // so the marker goes again and the refresh runs at the next start.
+        if stoppingProactiveGrants, !reason.isCallerTriggered {
+            var unmarked = credential
+            unmarked.status.grantStartedAt = nil
+            unmarked.status.state = stateBefore.flatMap { $0 == .refreshing ? nil : $0 } ?? .valid
+            await writeStatus(&unmarked)
+            updateView(unmarked, provider: provider)
+            unlock(user)
+            return .failed(Self.stopping(user))
+        }
+        unlock(user)
 
         await waitForRateLimit(provider)
         grantsStarted += 1
         logger.debug("refresh grant", metadata: ["user_identifier": "\(user)", "provider": "\(provider.name)", "reason": "\(reason)"])
         let outcome = await refresher.refresh(credential, now: now)
+        let grouping = storeGrouping(for: reason)
+        releaseSlot()
+        holdsSlot = false
 
         // Phase 3, under the lock again: commit whatever happened.
         await lock(user)
         defer { unlock(user) }
-        return await commit(outcome, for: credential, provider: provider, grouping: storeGrouping(for: reason))
+        return await commit(outcome, for: credential, provider: provider, grouping: grouping)
     }
 
-    /// How long this grant's store writes may wait to be committed with other grants' (see
-    /// `GroupCommit` in TokendStorage). Only when nobody asked for this refresh and other grants
-    /// are in flight — a refresh storm — where grouping turns one fsync and two thread wake-ups
-    /// per grant into one per group. The credential's current token stays valid and served
-    /// meanwhile; a caller that joins such a grant waits at most this much longer.
+    private static func stopping(_ user: String) -> VarlinkError {
+        .refreshFailed(user, reason: "tokend is stopping; the refresh runs at the next start", retryAt: nil)
+    }
+
+    /// How long this grant's store writes — its marker and its result — may wait to be
+    /// committed with other grants' (see `GroupCommit` in TokendStorage). Only when nobody asked
+    /// for this refresh and other grants are in flight — a refresh storm — where grouping turns
+    /// a transaction, an fsync and two thread wake-ups per write into one per group: results of
+    /// grants just answered and markers of the grants taking their slots commit together. The
+    /// credential's current token stays valid and served meanwhile; a caller that joins such a
+    /// grant waits at most twice this much longer.
     private func storeGrouping(for reason: RefreshReason) -> Duration {
         guard !reason.isCallerTriggered, slots.inUse > 1 else { return .zero }
         return Self.stormGrouping

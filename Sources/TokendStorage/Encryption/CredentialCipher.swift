@@ -18,9 +18,9 @@ import TokendCore
 /// and its associated data is the 9-byte header followed by the ``SealBinding`` in
 /// length-prefixed form, so version, key id, user, provider and column are all authenticated.
 ///
-/// Subkeys are not cached: deriving one costs two HMAC-SHA256 computations (around a
-/// microsecond), which is negligible beside the SQLite read that precedes every open, and a
-/// cache would keep extra key material in memory for no measurable gain.
+/// A row's subkey is derived once for both of its tokens (``RowCipher``) and kept no longer:
+/// HKDF is cheap (a few HMAC-SHA256 computations), yet a refresh storm derives four per grant,
+/// and a longer-lived cache would keep extra key material in memory for little gain.
 public struct CredentialCipher: Sendable {
     /// The blob format version this build writes and reads.
     public static let version: UInt8 = 1
@@ -68,12 +68,46 @@ public struct CredentialCipher: Sendable {
     /// - Throws: ``StorageError`` with code `.decryption` if the salt has the wrong length or
     ///   sealing fails.
     public func seal(_ secret: SecretString, salt: some Collection<UInt8>, binding: SealBinding) throws -> [UInt8] {
-        let key = keyring.current
-        let header = [Self.version] + key.idBytes
+        try RowCipher(self, salt: salt).seal(secret, binding: binding)
+    }
+
+    /// Opens a blob made by ``seal(_:salt:binding:)``.
+    ///
+    /// - Parameters:
+    ///   - blob: The sealed blob.
+    ///   - salt: The row's salt.
+    ///   - binding: The row and column the blob was read from.
+    /// - Returns: The token.
+    /// - Throws: ``StorageError`` with code `.unknownKey` if the blob names a key the keyring
+    ///   lacks, or `.decryption` if it is malformed, altered, or was sealed for another binding.
+    public func open(_ blob: some Collection<UInt8>, salt: some Collection<UInt8>, binding: SealBinding) throws
+        -> SecretString
+    {
+        try RowCipher(self, salt: salt).open(blob, binding: binding)
+    }
+
+}
+
+/// Seals and opens the tokens of one row: the row's subkey under a master key is derived on
+/// first use and reused for the row's other token. Lives for one row's read or write.
+final class RowCipher {
+    private let cipher: CredentialCipher
+    private let salt: [UInt8]
+    private var derived: (keyID: [UInt8], key: SymmetricKey)?
+
+    init(_ cipher: CredentialCipher, salt: some Collection<UInt8>) {
+        self.cipher = cipher
+        self.salt = Array(salt)
+    }
+
+    /// See ``CredentialCipher/seal(_:salt:binding:)``.
+    func seal(_ secret: SecretString, binding: SealBinding) throws -> [UInt8] {
+        let key = cipher.keyring.current
+        let header = [CredentialCipher.version] + key.idBytes
         do {
             let box = try AES.GCM.seal(
                 Array(secret.value.utf8),
-                using: try subkey(key, salt: salt),
+                using: try subkey(key),
                 nonce: AES.GCM.Nonce(),
                 authenticating: header + binding.encoded
             )
@@ -89,52 +123,42 @@ public struct CredentialCipher: Sendable {
         }
     }
 
-    /// Opens a blob made by ``seal(_:salt:binding:)``.
-    ///
-    /// - Parameters:
-    ///   - blob: The sealed blob.
-    ///   - salt: The row's salt.
-    ///   - binding: The row and column the blob was read from.
-    /// - Returns: The token.
-    /// - Throws: ``StorageError`` with code `.unknownKey` if the blob names a key the keyring
-    ///   lacks, or `.decryption` if it is malformed, altered, or was sealed for another binding.
-    public func open(_ blob: some Collection<UInt8>, salt: some Collection<UInt8>, binding: SealBinding) throws
-        -> SecretString
-    {
+    /// See ``CredentialCipher/open(_:salt:binding:)``.
+    func open(_ blob: some Collection<UInt8>, binding: SealBinding) throws -> SecretString {
         let blob = Array(blob)
         let what = "the \(binding.column) of credential '\(binding.userIdentifier)'"
-        guard blob.count >= Self.minimumBlobByteCount else {
+        guard blob.count >= CredentialCipher.minimumBlobByteCount else {
             throw StorageError(code: .decryption, message: "cannot decrypt \(what): sealed value is truncated")
         }
-        guard blob[0] == Self.version else {
+        guard blob[0] == CredentialCipher.version else {
             throw StorageError(
                 code: .decryption,
-                message: "cannot decrypt \(what): unknown format version \(blob[0]) (this build reads \(Self.version))"
+                message: "cannot decrypt \(what): unknown format version \(blob[0]) (this build reads \(CredentialCipher.version))"
             )
         }
-        let idBytes = blob[1..<Self.headerByteCount]
-        guard let key = keyring.key(idBytes: idBytes) else {
+        let idBytes = blob[1..<CredentialCipher.headerByteCount]
+        guard let key = cipher.keyring.key(idBytes: idBytes) else {
             throw StorageError(
                 code: .unknownKey,
                 message: "cannot decrypt \(what): it is sealed with master key \(MasterKey.hex(idBytes)), which is "
-                    + "not in the keyring (\(keyring.keyIDs.joined(separator: ", "))); add that key as a later "
+                    + "not in the keyring (\(cipher.keyring.keyIDs.joined(separator: ", "))); add that key as a later "
                     + "line of the key file"
             )
         }
-        let nonceEnd = Self.headerByteCount + Self.nonceByteCount
-        let tagStart = blob.count - Self.tagByteCount
+        let nonceEnd = CredentialCipher.headerByteCount + CredentialCipher.nonceByteCount
+        let tagStart = blob.count - CredentialCipher.tagByteCount
         let plaintext: [UInt8]
         do {
             let box = try AES.GCM.SealedBox(
-                nonce: AES.GCM.Nonce(data: blob[Self.headerByteCount..<nonceEnd]),
+                nonce: AES.GCM.Nonce(data: blob[CredentialCipher.headerByteCount..<nonceEnd]),
                 ciphertext: blob[nonceEnd..<tagStart],
                 tag: blob[tagStart...]
             )
             plaintext = Array(
                 try AES.GCM.open(
                     box,
-                    using: try subkey(key, salt: salt),
-                    authenticating: blob[..<Self.headerByteCount] + binding.encoded
+                    using: try subkey(key),
+                    authenticating: blob[..<CredentialCipher.headerByteCount] + binding.encoded
                 )
             )
         } catch let error as StorageError {
@@ -155,18 +179,21 @@ public struct CredentialCipher: Sendable {
     }
 
     /// HKDF-SHA256(master key, salt, info) → a 256-bit AES key for one row.
-    private func subkey(_ key: MasterKey, salt: some Collection<UInt8>) throws -> SymmetricKey {
-        guard salt.count == Self.saltByteCount else {
+    private func subkey(_ key: MasterKey) throws -> SymmetricKey {
+        if let derived, derived.keyID == key.idBytes { return derived.key }
+        guard salt.count == CredentialCipher.saltByteCount else {
             throw StorageError(
                 code: .decryption,
-                message: "a credential salt must be \(Self.saltByteCount) bytes, not \(salt.count)"
+                message: "a credential salt must be \(CredentialCipher.saltByteCount) bytes, not \(salt.count)"
             )
         }
-        return HKDF<SHA256>.deriveKey(
+        let subkey = HKDF<SHA256>.deriveKey(
             inputKeyMaterial: key.symmetricKey,
-            salt: Array(salt),
-            info: Self.info,
+            salt: salt,
+            info: CredentialCipher.info,
             outputByteCount: 32
         )
+        derived = (key.idBytes, subkey)
+        return subkey
     }
 }

@@ -100,11 +100,12 @@ extension SQLiteCredentialStore {
         }
         let sealed: (salt: Data, blob: Data)?
         do {
-            sealed = try pool.read { db in
-                try Row.fetchOne(
-                    db, sql: "SELECT salt, access_token FROM credentials WHERE user_identifier = ? AND provider = ?",
-                    arguments: [userIdentifier, provider]
-                ).map { row in (row[0] as Data, row[1] as Data) }
+            // One statement needs no transaction of its own (it reads one consistent snapshot
+            // in autocommit mode), and its prepared form is kept: the first call for each
+            // credential after start-up comes here, a million times after a large start.
+            sealed = try pool.unsafeRead { db in
+                let statement = try db.cachedStatement(sql: "SELECT salt, access_token FROM credentials WHERE user_identifier = ? AND provider = ?")
+                return try Row.fetchOne(statement, arguments: [userIdentifier, provider]).map { row in (row[0] as Data, row[1] as Data) }
             }
         } catch {
             throw Self.storageError(error, "cannot read the access token of '\(userIdentifier)'")

@@ -16,11 +16,12 @@ extension SQLiteCredentialStore {
         func binding(_ column: TokenColumn) -> SealBinding {
             SealBinding(userIdentifier: credential.userIdentifier, provider: credential.provider, column: column)
         }
+        let row = RowCipher(cipher, salt: salt)
         return SealedTokens(
             salt: salt,
-            accessToken: try cipher.seal(credential.accessToken, salt: salt, binding: binding(.accessToken)),
+            accessToken: try row.seal(credential.accessToken, binding: binding(.accessToken)),
             refreshToken: try credential.refreshToken.map {
-                try cipher.seal($0, salt: salt, binding: binding(.refreshToken))
+                try row.seal($0, binding: binding(.refreshToken))
             }
         )
     }
@@ -83,12 +84,9 @@ extension SQLiteCredentialStore {
         let userIdentifier: String = try fields.required("user_identifier")
         let provider: String = try fields.required("provider")
         let salt: Data = try fields.required("salt")
+        let row = RowCipher(cipher, salt: salt)
         func open(_ blob: Data, _ column: TokenColumn) throws -> SecretString {
-            try cipher.open(
-                blob,
-                salt: salt,
-                binding: SealBinding(userIdentifier: userIdentifier, provider: provider, column: column)
-            )
+            try row.open(blob, binding: SealBinding(userIdentifier: userIdentifier, provider: provider, column: column))
         }
         let stateText: String = try fields.required("state")
         guard let state = CredentialState(rawValue: stateText) else {
