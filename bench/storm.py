@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 from tokendbench import (Processes, Varlink, distribution_ms, idp_provider_section, loadavg, log, mint,
                          proc_cpu_seconds, proc_cpu_split, proxy_stats, start_idp, start_proxy, storegen_bin, tokend_bin,
-                         tree_cpu_seconds, wait_ready, write_config, write_result)
+                         tree_cpu_seconds, descendants, wait_ready, write_config, write_result)
 
 TARGET_CPU_MS_PER_GRANT = 0.5
 
@@ -96,6 +96,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="1000 credentials")
     ap.add_argument("--keep-tmp", action="store_true")
     ap.add_argument("--stand-in", action="store_true", help="token endpoint answered by the proxy itself (diagnostic)")
+    ap.add_argument("--stand-in-delay", type=float, default=0.0,
+                    help="with --stand-in: seconds before each answer (paces the grants like a slower IdP would)")
+    ap.add_argument("--stand-in-queue", type=float, default=0.0,
+                    help="with --stand-in: answer one grant at a time, each after this many seconds (answers one by one, like a busy IdP)")
+    ap.add_argument("--split-cpus", action="store_true",
+                    help="tokend alone on CPU 1; the IdP, proxy and client on CPU 0 (diagnostic: shows what sharing a core costs)")
     args = ap.parse_args()
     if args.quick:
         args.credentials = 1000
@@ -117,7 +123,9 @@ def main():
                     out.write(json.dumps({"access_token": secrets.token_urlsafe(30), "token_type": "Bearer",
                                           "expires_in": 3600, "refresh_token": secrets.token_urlsafe(30)}) + "\n")
             idp = None
-            proxy, proxy_port = start_proxy(procs, tmp, 9, mode="stand_in")
+            mode = (f"stand_in_queue:{args.stand_in_queue}" if args.stand_in_queue > 0
+                    else f"stand_in:{args.stand_in_delay}" if args.stand_in_delay > 0 else "stand_in")
+            proxy, proxy_port = start_proxy(procs, tmp, 9, mode=mode)
         else:
             log(f"minting {n} token pairs at the test IdP")
             (tmp / "idp").mkdir()
@@ -142,6 +150,15 @@ def main():
         idp_cpu0, proxy_cpu0 = (tree_cpu_seconds(idp.pid) if idp else 0.0), proc_cpu_seconds(proxy.pid)
         log_path = tmp / "tokend.log"
         p = procs.start([str(tokend_bin()), "--config", str(cfg)], log_path)
+        if args.split_cpus:
+            # Every thread of tokend on CPU 1; the rest of the benchmark (this process and its
+            # client thread, the proxy, the IdP and its gunicorn workers) on CPU 0.
+            subprocess.run(["taskset", "-a", "-p", "-c", "1", str(p.pid)], check=True, stdout=subprocess.DEVNULL)
+            others = [proxy.pid] + ([idp.pid] + descendants(idp.pid) if idp else [])
+            for pid in others:
+                subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], check=False, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+            os.sched_setaffinity(0, {0})
         ready_s = wait_ready(tmp / "tokend.sock", p, timeout=120)
         t_ready = time.monotonic()
         cpu_ready = proc_cpu_seconds(p.pid)
@@ -195,11 +212,15 @@ def main():
             "client": {"rate_per_s": args.client_rate, "replies": client.replies, "errors": client.errors,
                        "expired_tokens_served": client.expired, "latency": distribution_ms(client.latencies),
                        "first_error": client.first_error},
-            "idp_workers": args.workers, "token_endpoint": "stand-in (faultproxy)" if args.stand_in else "test IdP", "loadavg_before": load_before, "loadavg_after": loadavg(),
+            "idp_workers": args.workers, "split_cpus": args.split_cpus, "stand_in_delay_s": args.stand_in_delay, "stand_in_queue_s": args.stand_in_queue, "token_endpoint": "stand-in (faultproxy)" if args.stand_in else "test IdP", "loadavg_before": load_before, "loadavg_after": loadavg(),
         }
         row["targets_met"] = (row["complete"] and row["cap_respected"] and client.expired == 0
                               and row["tokend_net_cpu_ms_per_grant"] < TARGET_CPU_MS_PER_GRANT)
-        out = write_result("standin-storm" if args.stand_in else "storm", {"tokend_bin": str(tokend_bin()), "row": row})
+        # storm (with the client), stormalone (--client-rate 0: the grants' own cost), and the
+        # stand-in diagnostics standin-* (answers as they come) and standinqueue-* (one at a time).
+        prefix = ("standinqueue-" if args.stand_in_queue > 0 else "standin-") if args.stand_in else ""
+        kind = prefix + ("stormalone" if args.client_rate <= 0 else "storm")
+        out = write_result(kind, {"tokend_bin": str(tokend_bin()), "row": row})
         endpoint = "stand-in endpoint (diagnostic)" if args.stand_in else f"IdP {args.workers} workers"
         print(f"refresh storm: {n} credentials due at once, cap {args.cap}, {endpoint}")
         print(f"  all refreshed after {wall:.1f} s ({done}/{n}); {grants} grants, {row['grants_per_s']} grants/s")

@@ -35,9 +35,11 @@ Modes:
                    when SUB is not the credential's subject
   echo_refresh_token  400 invalid_grant whose error_description quotes the request's
                    refresh_token (a server that echoes secrets into its errors)
-  stand_in         answer token POSTs itself: 200 with fresh random access and refresh
+  stand_in[:SECONDS]  answer token POSTs itself (after SECONDS): 200 with fresh random access and refresh
                    tokens, expires_in 3600 (benchmarks only: tokend's cost per grant when the
                    token endpoint is not the bottleneck)
+  stand_in_queue:SECONDS  stand_in, answering one POST at a time, each after SECONDS (a busy
+                   server's pace: answers arrive one by one)
 
 Bounded: request head <= 64 KiB, request body <= 1 MiB (no chunked requests),
 responses are streamed in 64 KiB pieces, at most 256 client connections.
@@ -96,6 +98,7 @@ class Proxy:
         self.args = args
         self.fault = {"mode": args.mode}
         self.conns = self.inflight = 0
+        self.queue = None  # stand_in_queue: one answer at a time, created on the loop
         self.reset_stats()
 
     def reset_stats(self):
@@ -204,7 +207,15 @@ class Proxy:
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + part)
             await writer.drain()
             return False
+        if mode == "stand_in_queue":
+            # One answer at a time, each taking SECONDS: a busy server's pace, answers one by one.
+            self.queue = self.queue or asyncio.Lock()
+            async with self.queue:
+                await asyncio.sleep(float(arg or 0))
+            mode = "stand_in"
         if mode == "stand_in":
+            if arg and f["mode"].startswith("stand_in:"):
+                await asyncio.sleep(float(arg))
             return await self.respond(writer, 200, {"access_token": secrets.token_urlsafe(30), "token_type": "Bearer",
                                                     "expires_in": 3600, "refresh_token": secrets.token_urlsafe(30)}, keep)
         if mode == "echo_refresh_token":

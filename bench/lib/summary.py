@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prints one table from the result files of one `bench/run` and writes run-<stamp>.json.
 
-    summary.py OUT.json socket.json scale.json storm.json singleflight.json micro.json standin-storm.json  (any may be "-")
+    summary.py OUT.json socket.json scale.json storm.json singleflight.json micro.json standin.json stormalone.json
+               standinqueue.json  (any may be "-")
 """
 import json
 import sys
@@ -69,13 +70,22 @@ def storm_section(d):
           f" {c['expired_tokens_served']} expired tokens served (target 0: {yes(c['expired_tokens_served'] == 0)})")
 
 
-def standin_section(d):
+def stormalone_section(d):
+    r = d["row"]
+    print(f"Refresh storm, the grants alone (no client): {r['credentials']} credentials, {r['grants_per_s']} grants/s,"
+          f" tokend CPU {r['tokend_cpu_ms_per_grant']:.3f} ms/grant (target < 0.5: {yes(r['tokend_cpu_ms_per_grant'] < 0.5)}),"
+          f" IdP CPU {r['idp_cpu_ms_per_grant']:.1f} ms/grant, most in flight {r['max_in_flight_seen']} (cap {r['max_grants_in_flight_cap']})")
+
+
+def standin_section(d, how="answered as requests come: answers arrive in bursts"):
     r = d["row"]
     net = r.get("tokend_net_cpu_ms_per_grant", r["tokend_cpu_ms_per_grant"])
-    print(f"Refresh storm against a stand-in token endpoint (diagnostic: the endpoint is not the bottleneck):"
-          f" {r['credentials']} credentials, {r['grants_per_s']} grants/s, tokend CPU {net:.3f} ms/grant net,"
-          f" most in flight {r['max_in_flight_seen']} (cap {r['max_grants_in_flight_cap']}),"
-          f" {r['client']['expired_tokens_served']} expired tokens served")
+    print(f"  diagnostic, stand-in token endpoint {how}:"
+          f" {r['credentials']} credentials, {r['grants_per_s']} grants/s, tokend CPU {net:.3f} ms/grant")
+
+
+def standinqueue_section(d):
+    standin_section(d, "answering one request at a time: answers arrive one by one")
 
 
 def singleflight_section(d):
@@ -94,17 +104,20 @@ def micro_section(d):
 
 def main():
     out, paths = sys.argv[1], sys.argv[2:]
-    names = ["socket", "scale", "storm", "singleflight", "micro", "standin"]
+    names = ["socket", "scale", "storm", "singleflight", "micro", "standin", "stormalone", "standinqueue"]
+    order = ["socket", "scale", "storm", "stormalone", "standin", "standinqueue", "singleflight", "micro"]
     data = {n: load(p) for n, p in zip(names, paths)}
     print()
     print("tokend benchmarks — %s, %s CPUs (%s), load average %s" % (
         time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), host_info()["cpus"], host_info()["cpu_model"],
         " ".join(f"{x:.2f}" for x in host_info()["loadavg"])))
     sections = {"socket": socket_section, "scale": scale_section, "storm": storm_section,
-                "singleflight": singleflight_section, "micro": micro_section, "standin": standin_section}
-    for n in names:
-        if data[n]:
-            print()
+                "singleflight": singleflight_section, "micro": micro_section, "standin": standin_section,
+                "stormalone": stormalone_section, "standinqueue": standinqueue_section}
+    for n in order:
+        if data.get(n):
+            if n not in ("stormalone", "standin", "standinqueue"):  # these continue the storm's lines
+                print()
             sections[n](data[n])
     Path(out).write_text(json.dumps({"kind": "tokend-bench-run", "host": host_info(),
                                      "parts": {n: p for n, p in zip(names, paths) if p not in ("-", "")}}, indent=1) + "\n")
