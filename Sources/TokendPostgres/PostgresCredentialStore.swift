@@ -101,8 +101,14 @@ public final class PostgresCredentialStore: CredentialStore {
         }
         if already { return }
         runTask.cancel()
-        await runTask.value
+        // Bounded: a client that does not wind down must not hold up the daemon's stop.
+        if await BoundedWait.result(of: runTask, within: Self.closeLimit) == nil {
+            logger.warning("the database client did not stop within \(DurationFormat.humanReadable(Self.closeLimit)); closing anyway")
+        }
     }
+
+    /// How long ``close()`` waits for the database client to wind down.
+    static let closeLimit = Duration.seconds(5)
 
     public func probeWriter() async throws {
         try await run("probe the database") { client in
@@ -129,7 +135,12 @@ public final class PostgresCredentialStore: CredentialStore {
         defer { timer.cancel() }
         let started = ContinuousClock.now
         do {
-            let value = try await task.value
+            // The cancellation above ends a well-behaved body; one that ignores it is left
+            // behind after a grace second, so the caller is answered either way.
+            guard let outcome = await BoundedWait.result(of: task, within: limit + .seconds(1)) else {
+                throw CancellationError()
+            }
+            let value = try outcome.get()
             monitor.succeeded()
             return value
         } catch let error as StorageError {
