@@ -24,10 +24,10 @@ struct BoundedWaitTests {
         let parked = Mutex<CheckedContinuation<Void, Never>?>(nil)
         let task = Task { await withCheckedContinuation { continuation in parked.withLock { $0 = continuation } } }
         task.cancel()
-        let started = ContinuousClock.now
+        // Returns although the task cannot have finished: it ends only when resumed below.
+        // (No wall-clock bound here: a loaded test machine stretches any timing.)
         let outcome = await BoundedWait.result(of: task, within: .milliseconds(200))
         #expect(outcome == nil)
-        #expect(ContinuousClock.now - started < .seconds(5))
         // Let it end, so the test leaves nothing running.
         while parked.withLock({ $0 }) == nil { await Task.yield() }
         parked.withLock { $0?.resume() }
