@@ -12,14 +12,15 @@ enum BoundedWait {
         of task: Task<Success, Failure>, within limit: Duration
     ) async -> Result<Success, Failure>? {
         let gate = Gate<Result<Success, Failure>?>()
-        let finisher = Task { gate.open(await task.result) }
+        // Not cancelled when the limit comes first: it keeps waiting for the task, and then
+        // opens a gate that is already open.
+        Task { gate.open(await task.result) }
         let timer = Task {
             try? await Task.sleep(for: limit)
             gate.open(nil)
         }
         let outcome = await gate.wait()
         timer.cancel()
-        _ = finisher  // keeps waiting for the task; it opens a gate that is already open
         return outcome
     }
 }
