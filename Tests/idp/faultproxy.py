@@ -212,9 +212,9 @@ class Proxy:
             self.queue = self.queue or asyncio.Lock()
             async with self.queue:
                 await asyncio.sleep(float(arg or 0))
-            mode = "stand_in"
+            mode, arg = "stand_in", ""
         if mode == "stand_in":
-            if arg and f["mode"].startswith("stand_in:"):
+            if arg:
                 await asyncio.sleep(float(arg))
             return await self.respond(writer, 200, {"access_token": secrets.token_urlsafe(30), "token_type": "Bearer",
                                                     "expires_in": 3600, "refresh_token": secrets.token_urlsafe(30)}, keep)

@@ -64,7 +64,7 @@ extension CredentialRegistry {
     func join(_ userIdentifier: String, reason: RefreshReason) async -> GrantResult {
         if let task = inFlight[userIdentifier] { return await task.value }
         if stoppingProactiveGrants, !reason.isCallerTriggered {
-            return .failed(.refreshFailed(userIdentifier, reason: "tokend is stopping; the refresh runs at the next start", retryAt: nil))
+            return .failed(Self.stopping(userIdentifier))
         }
         let task = Task { await self.performGrant(userIdentifier, reason: reason) }
         inFlight[userIdentifier] = task

@@ -85,7 +85,6 @@ public struct CredentialCipher: Sendable {
     {
         try RowCipher(self, salt: salt).open(blob, binding: binding)
     }
-
 }
 
 /// Seals and opens the tokens of one row: the row's subkey under a master key is derived on
