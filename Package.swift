@@ -166,7 +166,10 @@ let package = Package(
         ),
         .testTarget(
             name: "TokendOAuthTests",
-            dependencies: ["TokendOAuth", "TokendCore", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "TokendOAuth", "TokendCore", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "TokendConfigTests", dependencies: ["TokendConfig"], swiftSettings: swiftSettings),

@@ -7,6 +7,11 @@ import Synchronization
 /// One shared `HTTPClient` for every provider that trusts the system's CAs, and one per extra
 /// CA file: TLS trust is a property of the client in AsyncHTTPClient, so providers with the
 /// same trust share pooled connections.
+///
+/// By default the clients run on an event loop of their own, which does nothing but talk to
+/// providers: requests, their connections and their answers all stay on that one thread (no
+/// hops between loops inside AsyncHTTPClient), and the loop can be paced in a refresh storm
+/// (``StormPacer``) without delaying anything else — local clients are served on other loops.
 public final class HTTPClientPool: Sendable {
     public struct Timeouts: Sendable, Hashable {
         public var connect: Duration
@@ -18,14 +23,29 @@ public final class HTTPClientPool: Sendable {
     }
 
     public let timeouts: Timeouts
+    /// Paces the clients' loop in a refresh storm; nil when the loop is shared (not ours to nap).
+    public let pacer: StormPacer?
     /// Connections per host: the most `max_grants_in_flight` accepts.
     static let connectionsPerHost = 10_000
     private let group: any EventLoopGroup
+    /// The group was made here (and is shut down with the pool).
+    private let ownsGroup: Bool
     private let clients = Mutex<[String: HTTPClient]>([:])
 
-    public init(timeouts: Timeouts = Timeouts(), group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+    /// - Parameter group: The loops to run the clients on; nil (the default) makes one loop
+    ///   for them alone, which storm pacing needs.
+    public init(timeouts: Timeouts = Timeouts(), group: (any EventLoopGroup)? = nil) {
         self.timeouts = timeouts
-        self.group = group
+        if let group {
+            self.group = group
+            self.ownsGroup = false
+            self.pacer = nil
+        } else {
+            let own = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            self.group = own
+            self.ownsGroup = true
+            self.pacer = StormPacer(loop: own.next())
+        }
     }
 
     /// The client for a provider with an optional extra CA file.
@@ -62,5 +82,6 @@ public final class HTTPClientPool: Sendable {
             return Array(clients.values)
         }
         for client in all { try? await client.shutdown() }
+        if ownsGroup { try? await group.shutdownGracefully() }
     }
 }

@@ -16,10 +16,14 @@ public struct TokenEndpointClient: Sendable {
 
     /// Runs the RFC 6749 §6 refresh grant. Never throws: network failures, timeouts and odd
     /// responses come back as `.transient`, so the caller has one thing to handle.
+    ///
+    /// - Parameter stormPacing: Nonzero for a grant of a refresh storm, which nobody waits for:
+    ///   the interval at which the pool's ``StormPacer`` lets its loop handle I/O meanwhile.
     public func refresh(
         endpoint: String,
         settings: OAuth2Settings,
         refreshToken: SecretString,
+        stormPacing: Duration = .zero,
         now: @Sendable () -> Timestamp
     ) async -> GrantOutcome {
         // Checked again here: a discovered endpoint never went through the configuration's check.
@@ -31,7 +35,7 @@ public struct TokenEndpointClient: Sendable {
         var fields: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.value)]
         if let scope = settings.scope { fields.append(("scope", scope)) }
         do {
-            let response = try await Self.postForm(endpoint, fields: fields, settings: settings, pool: pool)
+            let response = try await Self.postForm(endpoint, fields: fields, settings: settings, pool: pool, stormPacing: stormPacing)
             return GrantOutcome.classify(status: response.status, retryAfterHeader: response.retryAfter, body: response.body, now: now())
         } catch {
             return .transient(reason: Self.describe(error), retryAfter: nil)
@@ -63,14 +67,16 @@ public struct TokenEndpointClient: Sendable {
     }
 
     /// POSTs `fields` as a form, with the client's authentication, and returns the whole
-    /// response (a body over ``maximumResponseBytes`` is an error).
+    /// response (a body over ``maximumResponseBytes`` is an error). `stormPacing`: see
+    /// ``refresh(endpoint:settings:refreshToken:stormPacing:now:)``.
     ///
     /// Uses AsyncHTTPClient's delegate API, which collects the body on the connection's event
     /// loop and completes one future: one hop back to the caller, where the streaming API's
     /// head-then-body iteration costs two or three. Grants run this thousands of times in a
     /// refresh storm.
     static func postForm(
-        _ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, pool: HTTPClientPool, acceptJSON: Bool = true
+        _ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, pool: HTTPClientPool, acceptJSON: Bool = true,
+        stormPacing: Duration = .zero
     ) async throws -> FormResponse {
         var fields = fields
         var headers = HTTPHeaders()
@@ -82,6 +88,8 @@ public struct TokenEndpointClient: Sendable {
             url: endpoint, method: .POST, headers: headers, body: .byteBuffer(ByteBuffer(string: FormEncoding.encode(fields)))
         )
         let accumulator = ResponseAccumulator(request: request, maxBodySize: maximumResponseBytes)
+        pool.pacer?.requestStarted(pacing: stormPacing)
+        defer { pool.pacer?.requestFinished(pacing: stormPacing) }
         let response = try await pool.client(caFile: settings.caFile)
             .execute(request: request, delegate: accumulator, deadline: .now() + .milliseconds(pool.timeouts.request.milliseconds))
             .futureResult.get()

@@ -90,8 +90,8 @@ public final class TokendDaemon: Service {
         let settings = RuntimeSettings(values)
         let view = CredentialView()
         let limits = configuration.refreshLimits
-        let httpPool = HTTPClientPool(
-            timeouts: .init(connect: limits.httpConnectTimeout, request: limits.httpTimeout), group: group)
+        // Its own event loop for provider I/O (see HTTPClientPool), not the daemon's `group`.
+        let httpPool = HTTPClientPool(timeouts: .init(connect: limits.httpConnectTimeout, request: limits.httpTimeout))
         let registry = CredentialRegistry(
             store: store, view: view, settings: settings, keys: KeyManagement(resumption.keyring),
             limits: limits, httpPool: httpPool, logger: logger, now: WallClock.now

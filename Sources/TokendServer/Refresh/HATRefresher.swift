@@ -18,7 +18,7 @@ struct HATRefresher: ProviderRefresher {
     /// The largest response body read (and thrown away) so the connection can be reused.
     static let maximumBodyBytes = 1 << 20
 
-    func refresh(_ credential: Credential, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
+    func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
         var request = HTTPClientRequest(url: settings.renewalURL)
         request.headers.add(name: settings.renewalHeader, value: credential.accessToken.value)
         request.headers.add(name: "Accept", value: "application/json")
@@ -26,6 +26,8 @@ struct HATRefresher: ProviderRefresher {
         let renewed: String?
         let status: Int
         let retryAfter: String?
+        pool.pacer?.requestStarted(pacing: stormPacing)
+        defer { pool.pacer?.requestFinished(pacing: stormPacing) }
         do {
             let response = try await pool.client(caFile: settings.caFile).execute(request, timeout: .milliseconds(pool.timeouts.request.milliseconds))
             status = Int(response.status.code)

@@ -7,8 +7,10 @@ import TokendOAuth
 /// Runs a refresh for one provider kind. The only code that sees refresh tokens leave tokend.
 protocol ProviderRefresher: Sendable {
     /// Exchanges the credential's refresh token for new tokens. Never throws: every failure is a
-    /// classified `GrantOutcome`.
-    func refresh(_ credential: Credential, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome
+    /// classified `GrantOutcome`. `stormPacing` is nonzero for a grant of a refresh storm: the
+    /// interval at which the HTTP loop handles its sockets meanwhile (``StormPacer``); the exec
+    /// refresher has no HTTP and ignores it.
+    func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome
     /// Revokes the credential's refresh token at the provider, if the provider supports it.
     /// Returns a token-free reason on failure, nil on success or when there is nothing to do.
     func revoke(_ credential: Credential) async -> String?
@@ -37,14 +39,14 @@ final class OAuth2Refresher: ProviderRefresher {
         return (metadata.tokenEndpoint, settings.revocationEndpoint ?? metadata.revocationEndpoint)
     }
 
-    func refresh(_ credential: Credential, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
+    func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
         guard let refreshToken = credential.refreshToken else {
             return .permanent(error: "no_refresh_token", description: "the credential has no refresh token")
         }
         guard let endpoints = await endpoints() else {
             return .transient(reason: "OpenID Connect discovery for \(settings.issuer ?? "?") failed", retryAfter: nil)
         }
-        return await client.refresh(endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, now: now)
+        return await client.refresh(endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, stormPacing: stormPacing, now: now)
     }
 
     func revoke(_ credential: Credential) async -> String? {

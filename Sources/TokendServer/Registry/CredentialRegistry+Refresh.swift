@@ -127,7 +127,8 @@ extension CredentialRegistry {
         await waitForRateLimit(provider)
         grantsStarted += 1
         logger.debug("refresh grant", metadata: ["user_identifier": "\(user)", "provider": "\(provider.name)", "reason": "\(reason)"])
-        let outcome = await refresher.refresh(credential, now: now)
+        let stormPacing = storeGrouping(for: reason) > .zero ? Self.stormPacing : .zero
+        let outcome = await refresher.refresh(credential, stormPacing: stormPacing, now: now)
         let grouping = storeGrouping(for: reason)
         releaseSlot()
         holdsSlot = false
@@ -156,6 +157,14 @@ extension CredentialRegistry {
 
     /// See ``storeGrouping(for:)``: a few grant answers' worth at a token endpoint's usual pace.
     static let stormGrouping = Duration.milliseconds(40)
+
+    /// The pacing of the HTTP loop while storm grants are outstanding (``StormPacer``), under the
+    /// same conditions as ``storeGrouping(for:)``. The grant keeps its slot meanwhile; the
+    /// provider, the bottleneck in a storm, still has the other slots' requests to work on.
+    /// 50 ms: 100 ms saved another tenth of a millisecond per grant but cost a third of the
+    /// storm's grants/s, since every grant waits up to one interval to be sent and one for its
+    /// answer to be read.
+    static let stormPacing = Duration.milliseconds(50)
 
     private func prepareGrant(_ user: String, grouping: Duration) async -> Result<(Credential, any ProviderRefresher, ProviderConfiguration), VarlinkError> {
         let providers = settings.current.providers
