@@ -28,8 +28,6 @@ public final class HTTPClientPool: Sendable {
     /// Connections per host: the most `max_grants_in_flight` accepts.
     static let connectionsPerHost = 10_000
     private let group: any EventLoopGroup
-    /// The group was made here (and is shut down with the pool).
-    private let ownsGroup: Bool
     private let clients = Mutex<[String: HTTPClient]>([:])
 
     /// - Parameter group: The loops to run the clients on; nil (the default) makes one loop
@@ -38,12 +36,10 @@ public final class HTTPClientPool: Sendable {
         self.timeouts = timeouts
         if let group {
             self.group = group
-            self.ownsGroup = false
             self.pacer = nil
         } else {
             let own = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             self.group = own
-            self.ownsGroup = true
             self.pacer = StormPacer(loop: own.next())
         }
     }
@@ -82,6 +78,7 @@ public final class HTTPClientPool: Sendable {
             return Array(clients.values)
         }
         for client in all { try? await client.shutdown() }
-        if ownsGroup { try? await group.shutdownGracefully() }
+        // Only a pool that made its own loop paces it, so the pacer marks the group as ours.
+        if pacer != nil { try? await group.shutdownGracefully() }
     }
 }

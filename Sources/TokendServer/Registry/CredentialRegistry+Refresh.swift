@@ -129,6 +129,7 @@ extension CredentialRegistry {
         logger.debug("refresh grant", metadata: ["user_identifier": "\(user)", "provider": "\(provider.name)", "reason": "\(reason)"])
         let stormPacing = storeGrouping(for: reason) > .zero ? Self.stormPacing : .zero
         let outcome = await refresher.refresh(credential, stormPacing: stormPacing, now: now)
+        // Asked again, not reused from before the request: other grants' slots changed meanwhile.
         let grouping = storeGrouping(for: reason)
         releaseSlot()
         holdsSlot = false
