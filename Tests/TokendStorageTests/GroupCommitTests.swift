@@ -37,7 +37,7 @@ struct GroupCommitTests {
             async let good = store.update(newer, expectedGeneration: alice.generation, grouping: .milliseconds(300))
             async let failing: Bool = {
                 do {
-                    _ = try await store.write("fail on purpose", grouping: .milliseconds(300)) { db in
+                    _ = try await store.write("fail on purpose", grouping: .milliseconds(300), singleChange: false) { db in
                         try db.execute(sql: "UPDATE credentials SET scope = 'changed by a failed write' WHERE user_identifier = 'alice'")
                         throw StorageError(code: .conflict, message: "failing on purpose")
                     }
@@ -72,6 +72,76 @@ struct GroupCommitTests {
             let (_, conflict) = try await (good, stale)
             #expect(conflict?.code == .conflict)
             #expect(try await store.load(userIdentifier: "alice")?.accessToken == SecretString("access-newer"))
+            try await store.close()
+        }
+    }
+
+    @Test func writesAfterSQLiteEndedTheGroupsTransactionFailInsteadOfCommittingAlone() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try openStore(directory, keyring: keyring)
+            let alice = try await store.insert(Fixture.credential("alice"), replacing: false)
+            let bob = try await store.insert(Fixture.credential("bob"), replacing: false)
+            // The first write ends the transaction the way SQLite does after a full disk or an
+            // I/O error. The next write has no savepoint of its own: it must not run in
+            // autocommit mode and be stored while its caller is told the group failed. The first
+            // would wait a minute for company; the second joins its group and sends it at once.
+            async let ending: Bool = {
+                do {
+                    _ = try await store.write("end the transaction", grouping: .seconds(60), singleChange: true) { db in
+                        try db.execute(sql: "UPDATE credentials SET scope = 'lost' WHERE user_identifier = 'alice'")
+                        try db.execute(sql: "ROLLBACK")
+                    }
+                    return false
+                } catch {
+                    return true
+                }
+            }()
+            for _ in 0..<1000 where store.waitingWritesForTesting() == 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            async let next: StorageError? = {
+                do {
+                    _ = try await store.update(bob.with(accessToken: "access-newer"), expectedGeneration: bob.generation)
+                    return nil
+                } catch {
+                    return error as? StorageError
+                }
+            }()
+            let (endingFailed, nextError) = await (ending, next)
+            #expect(endingFailed, "the write whose transaction ended learns that it was not stored")
+            #expect(nextError?.code == .database, "the write after it fails too: \(String(describing: nextError))")
+            #expect(try await store.load(userIdentifier: "alice") == alice)
+            #expect(try await store.load(userIdentifier: "bob") == bob, "nothing of the failed group was stored")
+            // And the store goes on: the next group commits, with a newer generation.
+            let updated = try await store.update(bob.with(accessToken: "access-newer"), expectedGeneration: bob.generation)
+            #expect(updated.generation > bob.generation)
+            try await store.close()
+        }
+    }
+
+    @Test func generationsKeepGrowingAcrossGroupsFailuresAndReopening() async throws {
+        try await withTemporaryDirectory { directory in
+            var store = try openStore(directory, keyring: keyring)
+            let alice = try await store.insert(Fixture.credential("alice"), replacing: false)
+            let updated = try await store.update(alice.with(accessToken: "access-2"), expectedGeneration: alice.generation)
+            // A conflict takes a generation and stores nothing; the counter still only grows.
+            await #expect(throws: StorageError.self) {
+                _ = try await store.update(alice.with(accessToken: "access-stale"), expectedGeneration: alice.generation)
+            }
+            // The counter is saved with each group: the file says what was handed out last.
+            let saved = try await store.read("read the counter") { db in
+                try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'last_generation'")
+            }
+            #expect((saved ?? 0) >= updated.generation)
+            try await store.close()
+            store = try openStore(directory, keyring: keyring)
+            let bob = try await store.insert(Fixture.credential("bob"), replacing: false)
+            #expect(bob.generation > updated.generation, "a reopened store continues above every stored generation")
+            let bulk = try await store.insertBulk([Fixture.credential("carol"), Fixture.credential("dave")])
+            #expect(bulk == 2)
+            let carol = try await store.load(userIdentifier: "carol")
+            let dave = try await store.load(userIdentifier: "dave")
+            #expect(carol.map(\.generation) == bob.generation + 1 && dave.map(\.generation) == bob.generation + 2)
             try await store.close()
         }
     }

@@ -21,6 +21,8 @@ Control is on the same port; these paths are never forwarded:
 Modes:
   pass             forward unchanged
   hang             read the request, never answer (until the client closes)
+  hold             hold every matching request until the fault is set to something else, then
+                   handle it under that fault (benchmarks: let requests queue, then release them)
   status:NNN       answer NNN with an OAuth-style JSON error, e.g. status:503, status:429
   malformed_json   200 application/json with a truncated JSON body
   no_access_token  200 {"token_type":"Bearer"}
@@ -171,6 +173,11 @@ class Proxy:
 
     async def serve(self, reader, writer, method, target, version, headers, body, path, keep):
         f = self.take_fault(path)
+        for _ in range(20 * 600):  # bounded: at most 10 minutes
+            if f["mode"] != "hold":
+                break
+            await asyncio.sleep(0.05)
+            f = self.take_fault(path) if self.fault.get("mode") != "hold" else f
         mode, _, arg = f["mode"].partition(":")
         if mode == "pass":
             return await self.forward(writer, method, target, headers, body, keep)

@@ -62,13 +62,20 @@ extension CredentialRegistry {
 
     /// Starts the grant for `user`, or joins the one in flight.
     func join(_ userIdentifier: String, reason: RefreshReason) async -> GrantResult {
-        if let task = inFlight[userIdentifier] { return await task.value }
-        if stoppingProactiveGrants, !reason.isCallerTriggered {
-            return .failed(Self.stopping(userIdentifier))
-        }
+        guard let task = startGrant(userIdentifier, reason: reason) else { return .failed(Self.stopping(userIdentifier)) }
+        return await task.value
+    }
+
+    /// The grant in flight for `user`, started now if there is none; nil if a proactive grant
+    /// may no longer start (the daemon is stopping). The scheduler calls this directly: it
+    /// needs no result, so no task of its own waiting for one.
+    @discardableResult
+    func startGrant(_ userIdentifier: String, reason: RefreshReason) -> Task<GrantResult, Never>? {
+        if let task = inFlight[userIdentifier] { return task }
+        if stoppingProactiveGrants, !reason.isCallerTriggered { return nil }
         let task = Task { await self.performGrant(userIdentifier, reason: reason) }
         inFlight[userIdentifier] = task
-        return await task.value
+        return task
     }
 
     /// One refresh grant, from marking it in flight to committing its result.
@@ -104,7 +111,7 @@ extension CredentialRegistry {
         await lock(user)
         let stateBefore = view[user]?.status.state
         let prepared: (Credential, any ProviderRefresher, ProviderConfiguration)
-        switch await prepareGrant(user, grouping: storeGrouping(for: reason)) {
+        switch await prepareGrant(user, reason: reason) {
         case .success(let value): prepared = value
         case .failure(let error):
             unlock(user)
@@ -167,7 +174,8 @@ extension CredentialRegistry {
     /// answer to be read.
     static let stormPacing = Duration.milliseconds(50)
 
-    private func prepareGrant(_ user: String, grouping: Duration) async -> Result<(Credential, any ProviderRefresher, ProviderConfiguration), VarlinkError> {
+    private func prepareGrant(_ user: String, reason: RefreshReason) async -> Result<(Credential, any ProviderRefresher, ProviderConfiguration), VarlinkError> {
+        let grouping = storeGrouping(for: reason)
         let providers = settings.current.providers
         let refreshable = Set(refreshers.byProvider.keys)
         let current = now()
@@ -180,6 +188,9 @@ extension CredentialRegistry {
             }
         } catch {
             logger.error("recording a grant failed: \(error)", metadata: ["user_identifier": "\(user)"])
+            // The scheduler consumed this credential's event: without a new one a proactive
+            // refresh would never come back.
+            if !reason.isCallerTriggered { planRetry(user, after: limits.retryInitial) }
             return .failure(.storageFailed("the grant could not be recorded"))
         }
         switch start {
@@ -241,6 +252,9 @@ extension CredentialRegistry {
                 return .failed(.unknownUser(user))
             } catch {
                 logger.error("storing refreshed tokens failed: \(error)", metadata: ["user_identifier": "\(user)"])
+                // Still marked in flight, so nothing else plans it: retry soon, as start-up
+                // would (the provider may have rotated the refresh token it still holds).
+                planRetry(user, after: limits.retryInitial)
                 return .failed(.storageFailed("the refreshed token could not be stored"))
             }
             failures[user] = nil

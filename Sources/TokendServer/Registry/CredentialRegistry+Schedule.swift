@@ -30,6 +30,19 @@ extension CredentialRegistry {
         let events = Self.plannedEvents(status: status, hasRefreshToken: hasRefreshToken, times: times, provider: provider, now: now())
         if let warnAt = events.warnAt { warnings.schedule(user, at: warnAt) }
         guard let due = events.due else { return }
+        // A credential whose grant is in flight (marked `refreshing` by it) gets its next event
+        // from the grant's outcome. Planned from its old times it would be due at once — and
+        // every grant of a refresh storm would wake the scheduler and start a task only to
+        // join the grant it is already part of.
+        if status.state == .refreshing, inFlight[user] != nil { return }
+        schedule.schedule(user, at: due)
+        if let target = sleepTarget, due < target { wake() } else if sleepTarget == nil, sleeper != nil { wake() }
+    }
+
+    /// Plans a refresh of `user` after `delay`, whatever its times say (a grant that could not
+    /// be recorded or committed).
+    func planRetry(_ user: String, after delay: Duration) {
+        let due = now() + delay
         schedule.schedule(user, at: due)
         if let target = sleepTarget, due < target { wake() } else if sleepTarget == nil, sleeper != nil { wake() }
     }
@@ -103,7 +116,7 @@ extension CredentialRegistry {
             return
         }
         let reason: RefreshReason = (entry.status.grantStartedAt != nil || entry.status.state == .refreshing) ? .recovery : .proactive
-        Task { _ = await self.join(user, reason: reason) }
+        startGrant(user, reason: reason)
     }
 
     private func warnAboutSessionEnd(_ user: String, now current: Timestamp) {

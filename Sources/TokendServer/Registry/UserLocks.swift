@@ -34,7 +34,10 @@ struct GrantSlots {
     private(set) var inUse = 0
     /// The most grants ever in flight at once (reported in status and benchmarks).
     private(set) var highWater = 0
+    /// Waiting grants, oldest first from `head`: a refresh storm queues thousands, and
+    /// `removeFirst` on an array would move all of them for every slot handed on.
     private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var head = 0
 
     init(limit: Int) { self.limit = max(1, limit) }
 
@@ -48,9 +51,18 @@ struct GrantSlots {
     mutating func enqueue(_ continuation: CheckedContinuation<Void, Never>) { waiters.append(continuation) }
 
     mutating func release() {
-        if !waiters.isEmpty, inUse <= limit {
+        if head < waiters.count, inUse <= limit {
             // The slot passes straight to the next waiter.
-            waiters.removeFirst().resume()
+            let next = waiters[head]
+            head += 1
+            if head == waiters.count {
+                waiters.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 1024, head * 2 >= waiters.count {
+                waiters.removeFirst(head)
+                head = 0
+            }
+            next.resume()
         } else {
             inUse -= 1
         }

@@ -20,30 +20,19 @@ extension SQLiteCredentialStore {
         let size = max(1, batchSize)
         while start < credentials.count {
             let batch = Array(credentials[start..<min(start + size, credentials.count)])
-            stored += try await write("store \(batch.count) credentials") { db in
+            stored += try await write("store \(batch.count) credentials", singleChange: false) { db in
                 let cipher = self.cipher
                 // One range of generations for the batch, handed out in order: the same values
                 // one insert per credential would have drawn.
-                try db.execute(
-                    sql: "UPDATE meta SET value = value + ? WHERE key = 'last_generation'", arguments: [batch.count])
-                guard let last = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'last_generation'") else {
-                    throw StorageError(code: .corruptRecord, message: "the meta table has no generation counter")
-                }
-                var generation = last - Int64(batch.count)
-                var statement: Statement?
+                var generation = try self.generations.reserve(db, count: batch.count).lowerBound - 1
+                let statement = try db.makeStatement(sql: Self.insertNewRowSQL)
                 for credential in batch {
                     generation += 1
                     let sealed = try Self.seal(credential, cipher: cipher)
-                    let columns =
-                        [("user_identifier", credential.userIdentifier as (any DatabaseValueConvertible)?)]
-                        + (try Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt))
-                    if statement == nil {
-                        statement = try db.makeStatement(
-                            sql: "INSERT INTO credentials (\(columns.map(\.0).joined(separator: ", "))) "
-                                + "VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))")
-                    }
+                    let values: [(any DatabaseValueConvertible)?] =
+                        [credential.userIdentifier] + Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt)
                     do {
-                        try statement!.execute(arguments: StatementArguments(columns.map(\.1)))
+                        try statement.execute(arguments: StatementArguments(values))
                     } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
                         throw StorageError(
                             code: .alreadyExists, message: "a credential for '\(credential.userIdentifier)' already exists")

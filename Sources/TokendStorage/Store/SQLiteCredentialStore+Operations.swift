@@ -19,7 +19,7 @@ extension SQLiteCredentialStore {
     }
 
     static func fetchCredential(_ db: Database, _ userIdentifier: String, cipher: CredentialCipher) throws -> Credential? {
-        let statement = try db.cachedStatement(sql: "SELECT \(rowColumnList) FROM credentials WHERE user_identifier = ?")
+        let statement = try db.cachedStatement(sql: selectRowSQL)
         return try Row.fetchOne(statement, arguments: [userIdentifier]).map { try credential(from: $0, cipher: cipher) }
     }
 
@@ -29,18 +29,16 @@ extension SQLiteCredentialStore {
         let updatedAt = now()
         // One transaction instead of a read and a write; committed without an fsync (see the
         // protocol for why the marker needs to survive the process, not a power cut).
-        return try await write("start a grant for credential '\(userIdentifier)'", durable: false, grouping: grouping) { db in
+        return try await write("start a grant for credential '\(userIdentifier)'", durable: false, grouping: grouping, singleChange: true) { db in
             guard var credential = try Self.fetchCredential(db, userIdentifier, cipher: self.cipher) else { return nil }
             guard shouldStart(credential) else { return .declined(credential) }
             credential.status.state = .refreshing
             credential.status.grantStartedAt = startedAt
-            let generation = try Self.nextGeneration(db)
-            let columns =
-                Self.statusValues(credential.status) + [
-                    ("generation", generation),
-                    ("updated_at", updatedAt.millisecondsSince1970),
-                ]
-            try Self.compareAndSwap(db, userIdentifier, credential.generation, columns)
+            let generation = try self.generations.next(db)
+            try Self.compareAndSwap(
+                db, Self.updateStatusSQL, userIdentifier, credential.generation,
+                Self.statusValues(credential.status) + [generation, updatedAt.millisecondsSince1970]
+            )
             credential.generation = generation
             return .started(credential)
         }
@@ -48,7 +46,7 @@ extension SQLiteCredentialStore {
 
     public func insert(_ credential: Credential, replacing: Bool) async throws -> Credential {
         let updatedAt = now()
-        return try await write("store credential '\(credential.userIdentifier)'") { db in
+        return try await write("store credential '\(credential.userIdentifier)'", singleChange: true) { db in
             let exists =
                 try Bool.fetchOne(
                     db,
@@ -61,16 +59,11 @@ extension SQLiteCredentialStore {
                     message: "a credential for '\(credential.userIdentifier)' already exists"
                 )
             }
-            let generation = try Self.nextGeneration(db)
+            let generation = try self.generations.next(db)
             let sealed = try Self.seal(credential, cipher: self.cipher)
-            let columns =
-                [("user_identifier", credential.userIdentifier as (any DatabaseValueConvertible)?)]
-                + (try Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt))
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO credentials (\(columns.map(\.0).joined(separator: ", "))) "
-                    + "VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))",
-                arguments: StatementArguments(columns.map(\.1))
-            )
+            let values: [(any DatabaseValueConvertible)?] =
+                [credential.userIdentifier] + Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt)
+            try db.cachedStatement(sql: Self.insertRowSQL).execute(arguments: StatementArguments(values))
             var stored = credential
             stored.generation = generation
             return stored
@@ -83,16 +76,13 @@ extension SQLiteCredentialStore {
 
     public func update(_ credential: Credential, expectedGeneration: Int64, grouping: Duration) async throws -> Credential {
         let updatedAt = now()
-        return try await write("update credential '\(credential.userIdentifier)'", grouping: grouping) { db in
-            let generation = try Self.nextGeneration(db)
+        return try await write("update credential '\(credential.userIdentifier)'", grouping: grouping, singleChange: true) { db in
+            let generation = try self.generations.next(db)
             let sealed = try Self.seal(credential, cipher: self.cipher)
-            let columns = try Self.columnValues(
-                credential,
-                sealed: sealed,
-                generation: generation,
-                updatedAt: updatedAt
+            try Self.compareAndSwap(
+                db, Self.updateRowSQL, credential.userIdentifier, expectedGeneration,
+                Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt)
             )
-            try Self.compareAndSwap(db, credential.userIdentifier, expectedGeneration, columns)
             var stored = credential
             stored.generation = generation
             return stored
@@ -104,33 +94,26 @@ extension SQLiteCredentialStore {
         -> Int64
     {
         let updatedAt = now()
-        return try await write("update the status of credential '\(userIdentifier)'") { db in
-            let generation = try Self.nextGeneration(db)
-            let columns =
-                Self.statusValues(status) + [
-                    ("generation", generation),
-                    ("updated_at", updatedAt.millisecondsSince1970),
-                ]
-            try Self.compareAndSwap(db, userIdentifier, expectedGeneration, columns)
+        return try await write("update the status of credential '\(userIdentifier)'", singleChange: true) { db in
+            let generation = try self.generations.next(db)
+            try Self.compareAndSwap(
+                db, Self.updateStatusSQL, userIdentifier, expectedGeneration,
+                Self.statusValues(status) + [generation, updatedAt.millisecondsSince1970]
+            )
             return generation
         }
     }
 
     /// `UPDATE … WHERE user_identifier = ? AND generation = ?`, throwing `.conflict` or
-    /// `.notFound` (which rolls the transaction back, generation counter included) if no row
-    /// matched.
+    /// `.notFound` if no row matched (having changed nothing; the generation it drew is skipped).
     private static func compareAndSwap(
         _ db: Database,
+        _ sql: String,
         _ userIdentifier: String,
         _ expectedGeneration: Int64,
-        _ columns: [(String, (any DatabaseValueConvertible)?)]
+        _ values: [(any DatabaseValueConvertible)?]
     ) throws {
-        // The same few column sets every time: GRDB's statement cache spares re-parsing.
-        let statement = try db.cachedStatement(
-            sql: "UPDATE credentials SET \(columns.map { "\($0.0) = ?" }.joined(separator: ", ")) "
-                + "WHERE user_identifier = ? AND generation = ?"
-        )
-        try statement.execute(arguments: StatementArguments(columns.map(\.1) + [userIdentifier, expectedGeneration]))
+        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(values + [userIdentifier, expectedGeneration]))
         if db.changesCount == 0 {
             throw try compareAndSwapFailure(db, userIdentifier, expected: expectedGeneration)
         }
@@ -138,7 +121,7 @@ extension SQLiteCredentialStore {
 
     @discardableResult
     public func remove(userIdentifier: String) async throws -> Bool {
-        try await write("remove credential '\(userIdentifier)'") { db in
+        try await write("remove credential '\(userIdentifier)'", singleChange: true) { db in
             try db.execute(sql: "DELETE FROM credentials WHERE user_identifier = ?", arguments: [userIdentifier])
             return db.changesCount > 0
         }
@@ -173,7 +156,7 @@ extension SQLiteCredentialStore {
         let batchSize = configuration.reencryptBatchSize
         var total = 0
         while true {
-            let count = try await write("re-encrypt credentials") { db in
+            let count = try await write("re-encrypt credentials", singleChange: false) { db in
                 let rows = try Row.fetchAll(
                     db,
                     sql: """

@@ -26,42 +26,76 @@ extension SQLiteCredentialStore {
         )
     }
 
-    /// Every column of a row except `user_identifier`, in a fixed order, with its value.
+    /// Every column of a row except `user_identifier`, in the order ``columnValues(_:sealed:generation:updatedAt:)``
+    /// gives their values.
+    static let writtenColumns = [
+        "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at", "issued_at",
+        "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at",
+    ] + statusColumns + ["generation", "updated_at"]
+
+    /// The refresh bookkeeping columns, in the order ``statusValues(_:)`` gives their values.
+    static let statusColumns = ["state", "last_refresh_at", "last_error", "refresh_count", "grant_started_at", "retry_at"]
+
+    /// The values of ``writtenColumns``.
     static func columnValues(
         _ credential: Credential,
         sealed: SealedTokens,
         generation: Int64,
         updatedAt: Timestamp
-    ) throws -> [(String, (any DatabaseValueConvertible)?)] {
+    ) -> [(any DatabaseValueConvertible)?] {
+        var values: [(any DatabaseValueConvertible)?] = [
+            credential.provider,
+            Data(sealed.salt),
+            Data(sealed.accessToken),
+            sealed.refreshToken.map { Data($0) },
+            credential.tokenType,
+            credential.scope,
+            credential.expiresAt.millisecondsSince1970,
+            credential.issuedAt.millisecondsSince1970,
+            credential.sessionStartedAt.millisecondsSince1970,
+            encodeReaders(credential.readers),
+            Int64(credential.enrolment.uid),
+            Int64(credential.enrolment.pid),
+            credential.enrolment.at.millisecondsSince1970,
+        ]
+        values.reserveCapacity(writtenColumns.count)
+        values += statusValues(credential.status)
+        values += [generation, updatedAt.millisecondsSince1970]
+        return values
+    }
+
+    /// The values of ``statusColumns``.
+    static func statusValues(_ status: RefreshStatus) -> [(any DatabaseValueConvertible)?] {
         [
-            ("provider", credential.provider),
-            ("salt", Data(sealed.salt)),
-            ("access_token", Data(sealed.accessToken)),
-            ("refresh_token", sealed.refreshToken.map { Data($0) }),
-            ("token_type", credential.tokenType),
-            ("scope", credential.scope),
-            ("expires_at", credential.expiresAt.millisecondsSince1970),
-            ("issued_at", credential.issuedAt.millisecondsSince1970),
-            ("session_started_at", credential.sessionStartedAt.millisecondsSince1970),
-            ("readers", encodeReaders(credential.readers)),
-            ("enrolled_uid", Int64(credential.enrolment.uid)),
-            ("enrolled_pid", Int64(credential.enrolment.pid)),
-            ("enrolled_at", credential.enrolment.at.millisecondsSince1970),
-        ] + statusValues(credential.status) + [
-            ("generation", generation),
-            ("updated_at", updatedAt.millisecondsSince1970),
+            status.state.rawValue,
+            status.lastRefreshAt?.millisecondsSince1970,
+            status.lastError,
+            status.refreshCount,
+            status.grantStartedAt?.millisecondsSince1970,
+            status.retryAt?.millisecondsSince1970,
         ]
     }
 
-    static func statusValues(_ status: RefreshStatus) -> [(String, (any DatabaseValueConvertible)?)] {
-        [
-            ("state", status.state.rawValue),
-            ("last_refresh_at", status.lastRefreshAt?.millisecondsSince1970),
-            ("last_error", status.lastError),
-            ("refresh_count", status.refreshCount),
-            ("grant_started_at", status.grantStartedAt?.millisecondsSince1970),
-            ("retry_at", status.retryAt?.millisecondsSince1970),
-        ]
+    // The statements that write rows, built once: a write's SQL was assembled (and hashed for
+    // the statement cache) anew for every write, a few percent of a refresh storm's store work.
+
+    /// `INSERT OR REPLACE` of a whole row: `user_identifier`, then ``writtenColumns``.
+    static let insertRowSQL = insertSQL(verb: "INSERT OR REPLACE")
+    /// `INSERT` of a whole row (bulk loads, which must not replace).
+    static let insertNewRowSQL = insertSQL(verb: "INSERT")
+    /// Compare-and-swap of ``writtenColumns``; arguments: their values, the user identifier and
+    /// the expected generation.
+    static let updateRowSQL = compareAndSwapSQL(writtenColumns)
+    /// Compare-and-swap of ``statusColumns``, `generation` and `updated_at`.
+    static let updateStatusSQL = compareAndSwapSQL(statusColumns + ["generation", "updated_at"])
+
+    private static func insertSQL(verb: String) -> String {
+        let columns = ["user_identifier"] + writtenColumns
+        return "\(verb) INTO credentials (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+    }
+
+    private static func compareAndSwapSQL(_ columns: [String]) -> String {
+        "UPDATE credentials SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE user_identifier = ? AND generation = ?"
     }
 
     static func encodeReaders(_ readers: [Reader]) -> String {
@@ -77,6 +111,8 @@ extension SQLiteCredentialStore {
     ]
     /// `SELECT`'s column list for ``rowColumns``.
     static let rowColumnList = rowColumns.joined(separator: ", ")
+    /// One whole row by user identifier.
+    static let selectRowSQL = "SELECT \(rowColumnList) FROM credentials WHERE user_identifier = ?"
 
     /// Decodes and decrypts a `credentials` row.
     static func credential(from row: Row, cipher: CredentialCipher) throws -> Credential {

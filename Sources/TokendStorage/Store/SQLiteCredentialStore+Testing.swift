@@ -17,4 +17,7 @@ extension SQLiteCredentialStore {
     func fetchStringsForTesting(_ sql: String) async throws -> [String] {
         try await pool.read { db in try String.fetchAll(db, sql: sql) }
     }
+
+    /// How many writes are waiting for their group to be committed.
+    func waitingWritesForTesting() -> Int { groupCommit.waitingCount }
 }

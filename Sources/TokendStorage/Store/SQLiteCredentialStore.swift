@@ -58,6 +58,8 @@ public final class SQLiteCredentialStore: CredentialStore {
     public let databasePath: String
     let pool: DatabasePool
     let groupCommit: GroupCommit
+    /// Hands out generations; see ``GenerationCounter``.
+    let generations = GenerationCounter()
     let configuration: Configuration
     let logger: Logger
     let now: @Sendable () -> Timestamp
@@ -103,7 +105,7 @@ public final class SQLiteCredentialStore: CredentialStore {
         }
         do {
             pool = try DatabasePool(path: databasePath, configuration: grdb)
-            groupCommit = GroupCommit(pool: pool)
+            groupCommit = GroupCommit(pool: pool, generations: generations)
             // GRDB switches its writer to `synchronous=NORMAL` when it enables WAL, after
             // `prepareDatabase` ran. NORMAL can lose the last commits on power loss, which would
             // break "durable before the call returns": set FULL again and check it took.
@@ -112,6 +114,14 @@ public final class SQLiteCredentialStore: CredentialStore {
                 guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
                     throw StorageError(code: .database, message: "SQLite refused PRAGMA synchronous = FULL")
                 }
+                // The writer's page cache and checkpoint interval, sized for refresh storms (a
+                // grant reads and rewrites its row and index pages): with SQLite's defaults
+                // (2 MiB, 1,000 pages) a 10,000-credential storm re-read evicted pages and
+                // copied the WAL back every ~250 grants, ~6 % of its CPU. The cache fills only
+                // with pages the writer touches; a checkpoint writes each page once however
+                // often it changed, so a longer interval writes less per grant (the WAL grows
+                // to ~16 MiB between checkpoints; readers' caches keep the default).
+                try db.execute(sql: "PRAGMA cache_size = -32768; PRAGMA wal_autocheckpoint = 4000")
             }
             let migrator = Self.migrator
             if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
@@ -206,9 +216,13 @@ public final class SQLiteCredentialStore: CredentialStore {
 
     /// Runs `body` in a write transaction on the writer connection and returns after the commit.
     ///
-    /// - Writes go through ``GroupCommit``: writes submitted together commit together, each in
-    ///   its own savepoint, so a storm of grants pays one transaction and one fsync per group.
-    ///   `grouping` lets a write wait that long for company (for results nobody waits for).
+    /// - Writes go through ``GroupCommit``: writes submitted together commit together, so a
+    ///   storm of grants pays one transaction and one fsync per group. `grouping` lets a write
+    ///   wait that long for company (for results nobody waits for).
+    /// - `singleChange`: the body's only change to the database is one statement, made last
+    ///   (a compare-and-swap `UPDATE`, an `INSERT`, a `DELETE`), so it needs no savepoint of
+    ///   its own in the group (see ``GroupCommit/Member/savepoint``). Bodies that change several
+    ///   rows in several statements pass `false`.
     /// - `durable` (the default): the commit is fsynced (`synchronous=FULL`) before this returns.
     ///   `false` commits with `synchronous=NORMAL` unless a durable write shares the group: the
     ///   commit survives the process dying at once (it is in the WAL, in the kernel's page
@@ -220,14 +234,17 @@ public final class SQLiteCredentialStore: CredentialStore {
     ///   could roll the write back after the old refresh token was already spent at the provider.
     /// - The caller is resumed straight from the writer's queue: one hop there and one back.
     func write<T: Sendable>(
-        _ what: @autoclosure () -> String, durable: Bool = true, grouping: Duration = .zero,
+        _ what: @autoclosure () -> String, durable: Bool = true, grouping: Duration = .zero, singleChange: Bool,
         _ body: @escaping @Sendable (Database) throws -> T
     ) async throws -> T {
         try checkOpen()
         let groupCommit = groupCommit
         do {
             return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                groupCommit.submit(GroupCommit.member(durable: durable, body: body, continuation: continuation), grouping: grouping)
+                groupCommit.submit(
+                    GroupCommit.member(durable: durable, savepoint: !singleChange, body: body, continuation: continuation),
+                    grouping: grouping
+                )
             }
         } catch {
             throw Self.storageError(error, "cannot \(what())")
@@ -242,18 +259,6 @@ public final class SQLiteCredentialStore: CredentialStore {
         } catch {
             throw Self.storageError(error, "cannot \(what())")
         }
-    }
-
-    /// The next store-wide generation (see ``CredentialStore`` for why it is not per row).
-    static func nextGeneration(_ db: Database) throws -> Int64 {
-        // Two statements rather than `UPDATE … RETURNING`: a RETURNING statement read for one row
-        // is left unfinished, and the savepoint of a write that fails later must roll it back.
-        try db.cachedStatement(sql: "UPDATE meta SET value = value + 1 WHERE key = 'last_generation'").execute()
-        guard let generation = try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM meta WHERE key = 'last_generation'"))
-        else {
-            throw StorageError(code: .corruptRecord, message: "the meta table has no generation counter")
-        }
-        return generation
     }
 
     /// Explains why a compare-and-swap `UPDATE` changed nothing.
