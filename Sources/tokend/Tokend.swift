@@ -26,9 +26,9 @@ struct Tokend: AsyncParsableCommand {
     var checkConfig = false
 
     func run() async throws {
-        // Before any thread could read the environment: with TZ unset, glibc's strftime (used
-        // by the timestamps of plain log lines) stats /etc/localtime for every line; with it
-        // set to the same file it reads the zone once. A change of the system's zone then shows
+        // First, before the daemon starts its own threads: with TZ unset, glibc's strftime
+        // (used by the timestamps of plain log lines) stats /etc/localtime for every line; with
+        // it set to that file it reads the zone once. A change of the system's zone then shows
         // in those timestamps after a restart. (The journal stamps entries itself.)
         setenv("TZ", ":/etc/localtime", 0)
         // Tasks on the event loops: see ConcurrencyExecutor for why.
