@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 import TokendConfig
 import TokendCore
 
@@ -28,7 +29,7 @@ public struct TokenEndpointClient: Sendable {
     ) async -> GrantOutcome {
         // Checked again here: a discovered endpoint never went through the configuration's check.
         do {
-            _ = try EndpointPolicy.check(endpoint)
+            try Self.checkEndpoint(endpoint)
         } catch {
             return .permanent(error: "insecure_endpoint", description: error.description)
         }
@@ -39,6 +40,21 @@ public struct TokenEndpointClient: Sendable {
             return GrantOutcome.classify(status: response.status, retryAfterHeader: response.retryAfter, body: response.body, now: now())
         } catch {
             return .transient(reason: Self.describe(error), retryAfter: nil)
+        }
+    }
+
+    /// Endpoints that passed ``EndpointPolicy/check(_:)``: a provider's token endpoint is the
+    /// same string for every grant, and parsing it each time was ~1.5 % of a refresh storm's CPU.
+    /// Only approvals are kept, at most a few dozen (providers and their discovered endpoints).
+    private static let approvedEndpoints = Mutex<Set<String>>([])
+
+    /// ``EndpointPolicy/check(_:)``, remembered for endpoints that pass.
+    static func checkEndpoint(_ endpoint: String) throws(EndpointPolicy.Violation) {
+        if approvedEndpoints.withLock({ $0.contains(endpoint) }) { return }
+        _ = try EndpointPolicy.check(endpoint)
+        approvedEndpoints.withLock { approved in
+            if approved.count >= 64 { approved.removeAll() }
+            approved.insert(endpoint)
         }
     }
 

@@ -102,15 +102,23 @@ final class RowCipher {
     /// See ``CredentialCipher/seal(_:salt:binding:)``.
     func seal(_ secret: SecretString, binding: SealBinding) throws -> [UInt8] {
         let key = cipher.keyring.current
-        let header = [CredentialCipher.version] + key.idBytes
+        var blob: [UInt8] = []
+        blob.reserveCapacity(CredentialCipher.minimumBlobByteCount + secret.value.utf8.count)
+        blob.append(CredentialCipher.version)
+        blob.append(contentsOf: key.idBytes)
         do {
             let box = try AES.GCM.seal(
                 Array(secret.value.utf8),
                 using: try subkey(key),
                 nonce: AES.GCM.Nonce(),
-                authenticating: header + binding.encoded
+                authenticating: Self.associatedData(header: blob, binding: binding)
             )
-            return header + Array(box.nonce) + Array(box.ciphertext) + Array(box.tag)
+            // nonce ‖ ciphertext ‖ tag: what `combined` holds for a 12-byte nonce.
+            guard let combined = box.combined else {
+                throw StorageError(code: .decryption, message: "cannot seal the \(binding.column) of credential '\(binding.userIdentifier)': no combined form")
+            }
+            blob.append(contentsOf: combined)
+            return blob
         } catch let error as StorageError {
             throw error
         } catch {
@@ -157,7 +165,7 @@ final class RowCipher {
                 try AES.GCM.open(
                     box,
                     using: try subkey(key),
-                    authenticating: blob[..<CredentialCipher.headerByteCount] + binding.encoded
+                    authenticating: Self.associatedData(header: blob[..<CredentialCipher.headerByteCount], binding: binding)
                 )
             )
         } catch let error as StorageError {
@@ -175,6 +183,15 @@ final class RowCipher {
             throw StorageError(code: .decryption, message: "cannot decrypt \(what): the plaintext is not UTF-8")
         }
         return SecretString(text)
+    }
+
+    /// The associated data of a blob: its header, then the binding (see ``CredentialCipher``).
+    private static func associatedData(header: some Collection<UInt8>, binding: SealBinding) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(header.count + 64)
+        bytes.append(contentsOf: header)
+        binding.encode(into: &bytes)
+        return bytes
     }
 
     /// HKDF-SHA256(master key, salt, info) → a 256-bit AES key for one row.

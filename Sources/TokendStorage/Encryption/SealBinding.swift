@@ -33,12 +33,20 @@ public struct SealBinding: Sendable, Hashable {
     /// big-endian integer followed by its bytes, so ("ab", "c") and ("a", "bc") differ.
     var encoded: [UInt8] {
         var bytes: [UInt8] = []
-        for field in [userIdentifier, provider, column.name] {
-            let utf8 = Array(field.utf8)
-            let count = UInt32(truncatingIfNeeded: utf8.count)
-            bytes += [UInt8(count >> 24), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]
-            bytes += utf8
-        }
+        encode(into: &bytes)
         return bytes
+    }
+
+    /// Appends ``encoded`` to `bytes`, in place: four bindings are encoded per refresh grant.
+    func encode(into bytes: inout [UInt8]) {
+        bytes.reserveCapacity(bytes.count + 12 + userIdentifier.utf8.count + provider.utf8.count + column.name.utf8.count)
+        for field in [userIdentifier, provider, column.name] {
+            let count = UInt32(truncatingIfNeeded: field.utf8.count)
+            bytes.append(UInt8(count >> 24))
+            bytes.append(UInt8(count >> 16 & 0xff))
+            bytes.append(UInt8(count >> 8 & 0xff))
+            bytes.append(UInt8(count & 0xff))
+            bytes.append(contentsOf: field.utf8)
+        }
     }
 }
