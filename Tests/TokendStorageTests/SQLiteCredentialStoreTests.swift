@@ -141,7 +141,8 @@ struct SQLiteCredentialStoreTests {
             }
             try await store.close()
 
-            // …nor after a restart: the counter is stored, not kept in memory.
+            // …nor after a restart: the counter is saved with each group that drew from it
+            // (`GenerationCounter`), not only kept in memory.
             let reopened = try openStore(directory, keyring: keyring)
             let third = try await reopened.insert(Fixture.credential("bob"), replacing: false)
             #expect(third.generation > second.generation)
