@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from tokendbench import (BENCH_DIR, Processes, Varlink, distribution_ms, loadavg, log, peak_rss_mib, proc_cpu_seconds,
+from tokendbench import (BENCH_DIR, Processes, Varlink, ask_everyone, distribution_ms, loadavg, log, peak_rss_mib, proc_cpu_seconds,
                          rss_mib, storegen_bin, tokend_bin, wait_ready, write_config, write_result)
 
 KINDS = {"opaque": ["--token-bytes", "40"], "jwt": ["--jwt-bytes", "1024"]}
@@ -56,51 +56,6 @@ def make_store(size, kind, data_dir):
     seconds = time.monotonic() - start
     marker.write_text(json.dumps({"size": size, "kind": kind, "seconds": seconds}))
     return state, key, seconds
-
-
-def ask_everyone(sock, size, window):
-    """ProvideTokenReplacement for every user once, `window` calls in flight; returns (seconds, errors).
-
-    Non-blocking on both directions (select), so large replies can never deadlock the pipeline."""
-    import select
-    width = len(str(size - 1))
-    c = Varlink(sock, timeout=120)
-    c.sock.setblocking(False)
-    errors, sent, received = 0, 0, 0
-    out, buf = b"", b""
-    start = time.monotonic()
-    deadline = start + 600
-    while received < size:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"asked {received}/{size} in 600 s")
-        while sent < size and sent - received < window and len(out) < 65536:
-            out += (json.dumps({"method": "io.tokend.TokenProvider.ProvideTokenReplacement",
-                                "parameters": {"userIdentifier": f"user-{sent:0{width}d}"}},
-                               separators=(",", ":")).encode() + b"\0")
-            sent += 1
-        r, w, _ = select.select([c.sock], [c.sock] if out else [], [], 10)
-        if w:
-            try:
-                n = c.sock.send(out)
-                out = out[n:]
-            except BlockingIOError:
-                pass
-        if r:
-            chunk = c.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("tokend closed the connection")
-            buf += chunk
-            parts = buf.split(b"\0")
-            buf = parts.pop()
-            for raw in parts:
-                received += 1
-                if b'"error"' in raw[:16] or b'"accessToken"' not in raw:
-                    errors += 1
-                    if errors <= 3:
-                        log(f"error reply: {raw[:200]!r}")
-    seconds = time.monotonic() - start
-    c.close()
-    return seconds, errors
 
 
 def status_latencies(sock, size, one_calls, all_calls):

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from tokendbench import (Processes, Varlink, distribution_ms, idp_provider_section, loadavg, log, mint,
+from tokendbench import (Processes, Varlink, ask_everyone, distribution_ms, idp_provider_section, loadavg, log, mint,
                          proc_cpu_seconds, proc_cpu_split, proxy_stats, start_idp, start_proxy, storegen_bin, tokend_bin,
                          tree_cpu_seconds, descendants, wait_ready, write_config, write_result)
 
@@ -78,23 +78,6 @@ class ClientLoop(threading.Thread):
             delay = next_at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        c.close()
-
-
-def warm_up(sock, users):
-    """Asks for every credential once (pipelined, 256 at a time): afterwards each token is in
-    tokend's memory, as it is for the whole window measured after the storm."""
-    c = Varlink(sock, timeout=60)
-    try:
-        for start in range(0, len(users), 256):
-            window = users[start:start + 256]
-            for user in window:
-                c.send("io.tokend.TokenProvider.ProvideTokenReplacement", {"userIdentifier": user})
-            for _ in window:
-                reply = json.loads(c.recv_raw())
-                if "error" in reply:
-                    raise RuntimeError(f"warm-up: {reply}")
-    finally:
         c.close()
 
 
@@ -194,7 +177,9 @@ def main():
         # The proxy holds the first grants' requests (cap of them) until the warm-up is done.
         t_warm = time.monotonic()
         if args.client_rate > 0:
-            warm_up(tmp / "tokend.sock", users)
+            _, warm_errors = ask_everyone(tmp / "tokend.sock", n, 256)
+            if warm_errors:
+                raise RuntimeError(f"warm-up: {warm_errors} error replies")
         warm_s = time.monotonic() - t_warm
         t_ready = time.monotonic()
         cpu_ready = proc_cpu_seconds(p.pid)

@@ -152,7 +152,7 @@ def host_info():
 # ------------------------------------------------------------------ varlink
 
 class Varlink:
-    """A blocking Varlink connection; `call_many` pipelines a window of calls."""
+    """A blocking Varlink connection (`ask_everyone` below pipelines calls on one)."""
 
     def __init__(self, path, timeout=60):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -198,6 +198,52 @@ class Varlink:
             if not reply.get("continues"):
                 break
         return replies, size
+
+
+def ask_everyone(sock, size, window):
+    """ProvideTokenReplacement once for every user `user-0…` of a store of `size` (as tokend-storegen
+    names them), `window` calls in flight; returns (seconds, errors).
+
+    Non-blocking on both directions (select), so large replies can never deadlock the pipeline."""
+    import select
+    width = len(str(size - 1))
+    c = Varlink(sock, timeout=120)
+    c.sock.setblocking(False)
+    errors, sent, received = 0, 0, 0
+    out, buf = b"", b""
+    start = time.monotonic()
+    deadline = start + 600
+    while received < size:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"asked {received}/{size} in 600 s")
+        while sent < size and sent - received < window and len(out) < 65536:
+            out += (json.dumps({"method": "io.tokend.TokenProvider.ProvideTokenReplacement",
+                                "parameters": {"userIdentifier": f"user-{sent:0{width}d}"}},
+                               separators=(",", ":")).encode() + b"\0")
+            sent += 1
+        r, w, _ = select.select([c.sock], [c.sock] if out else [], [], 10)
+        if w:
+            try:
+                n = c.sock.send(out)
+                out = out[n:]
+            except BlockingIOError:
+                pass
+        if r:
+            chunk = c.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("tokend closed the connection")
+            buf += chunk
+            parts = buf.split(b"\0")
+            buf = parts.pop()
+            for raw in parts:
+                received += 1
+                if b'"error"' in raw[:16] or b'"accessToken"' not in raw:
+                    errors += 1
+                    if errors <= 3:
+                        log(f"error reply: {raw[:200]!r}")
+    seconds = time.monotonic() - start
+    c.close()
+    return seconds, errors
 
 
 def wait_ready(sock_path, proc, timeout):
