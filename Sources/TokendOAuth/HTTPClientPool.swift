@@ -38,9 +38,9 @@ public final class HTTPClientPool: Sendable {
             self.group = group
             self.pacer = nil
         } else {
-            let own = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-            self.group = own
-            self.pacer = StormPacer(loop: own.next())
+            let pacer = StormPacer()
+            self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1, metricsDelegate: pacer)
+            self.pacer = pacer
         }
     }
 

@@ -1,5 +1,6 @@
 import Glibc
 import NIOCore
+import NIOPosix
 import Synchronization
 
 /// Makes the token-endpoint event loop handle its sockets in batches while a refresh storm is on.
@@ -17,21 +18,23 @@ import Synchronization
 /// Only on a loop that does nothing but token-endpoint I/O (``HTTPClientPool`` owns one): a nap
 /// blocks everything on its loop. Requests with no pacing (a caller waits for the grant) made
 /// during a storm wait at most one interval to be sent and one for their answer.
-public final class StormPacer: Sendable {
-    private let loop: any EventLoop
+///
+/// The nap is taken at the end of each of the loop's ticks (NIO calls the loop's
+/// ``NIOEventLoopMetricsDelegate`` there), so every nap follows a poll of the sockets. An
+/// earlier version scheduled each nap as a task 100 µs after the last: on a busy machine the
+/// tasks queued during a nap took longer than that, the next nap was due before the loop
+/// polled, and naps ran back to back with no socket read between them — grants in a crash
+/// test waited seconds for answers their provider had long sent.
+public final class StormPacer: NIOEventLoopMetricsDelegate, Sendable {
     private let state = Mutex(PacingState())
 
-    public init(loop: any EventLoop) { self.loop = loop }
+    /// Pass the pacer as the `metricsDelegate` of the one-loop group it paces.
+    public init() {}
 
-    /// Between two naps: long enough that the next nap is not due before the loop polls.
-    static let pollGap = TimeAmount.microseconds(100)
-
-    /// A storm request is about to be sent: starts napping if the loop is not already.
+    /// A storm request is about to be sent: the loop naps after each tick from now on.
     public func requestStarted(pacing: Duration) {
         guard pacing > .zero else { return }
-        if state.withLock({ $0.requestStarted(interval: pacing) }) {
-            loop.execute { [self] in nap() }
-        }
+        state.withLock { $0.requestStarted(interval: pacing) }
     }
 
     /// A storm request got its answer (or failed).
@@ -40,12 +43,12 @@ public final class StormPacer: Sendable {
         state.withLock { $0.requestFinished() }
     }
 
-    /// Whether the loop is napping between turns now (for tests).
-    public var isPacing: Bool { state.withLock { $0.napping } }
+    /// Whether the loop naps between ticks now (for tests).
+    public var isPacing: Bool { state.withLock { $0.outstanding > 0 } }
 
-    /// One nap, then the next one after the loop's next turn — as long as storm requests are
-    /// outstanding. Runs on the loop.
-    private func nap() {
+    /// Called by NIO on the paced loop after each tick — the tick polled the sockets and ran
+    /// the tasks that were due — so the nap lets answers gather for the next one.
+    public func processedTick(info: NIOEventLoopTickInfo) {
         guard let interval = state.withLock({ $0.nextNap() }) else { return }
         let (seconds, attoseconds) = interval.components
         var remaining = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
@@ -53,9 +56,6 @@ public final class StormPacer: Sendable {
             let request = remaining
             guard nanosleep([request], &remaining) == -1, errno == EINTR else { break }
         }
-        // Not due at once: a loop runs every task that is due before it polls its sockets again,
-        // so a nap scheduled for now would starve them. This one is due after the loop's poll.
-        loop.scheduleTask(in: Self.pollGap) { [self] in nap() }
     }
 }
 
@@ -63,29 +63,23 @@ public final class StormPacer: Sendable {
 struct PacingState: Sendable, Equatable {
     /// Storm requests sent and not yet answered.
     private(set) var outstanding = 0
-    /// The nap loop is running.
-    private(set) var napping = false
     /// The shortest interval asked for by a request of this storm.
     private(set) var interval: Duration = .zero
 
-    /// Counts a request; true when the caller must start the nap loop.
-    mutating func requestStarted(interval requested: Duration) -> Bool {
+    /// Counts a request of the storm.
+    mutating func requestStarted(interval requested: Duration) {
         outstanding += 1
         interval = interval == .zero ? requested : min(interval, requested)
-        if napping { return false }
-        napping = true
-        return true
     }
 
     mutating func requestFinished() {
         outstanding = max(0, outstanding - 1)
     }
 
-    /// The next nap's length, or nil when the storm is over (nothing outstanding): the nap loop
-    /// ends and the loop goes back to handling each event as it comes.
+    /// The next nap's length, or nil when no storm is on (nothing outstanding): the loop
+    /// handles each event as it comes, and the next storm starts from its own interval.
     mutating func nextNap() -> Duration? {
         guard outstanding > 0 else {
-            napping = false
             interval = .zero
             return nil
         }
