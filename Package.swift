@@ -167,7 +167,7 @@ let package = Package(
         .testTarget(
             name: "TokendOAuthTests",
             dependencies: [
-                "TokendOAuth", "TokendCore", .product(name: "Crypto", package: "swift-crypto"),
+                "TokendOAuth", "TokendCore", "TokendConfig", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

@@ -1,7 +1,9 @@
 import AsyncHTTPClient
+import Glibc
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import Synchronization
 import TokendConfig
 import TokendCore
@@ -16,7 +18,8 @@ public struct TokenEndpointClient: Sendable {
     public init(pool: HTTPClientPool) { self.pool = pool }
 
     /// Runs the RFC 6749 §6 refresh grant. Never throws: network failures, timeouts and odd
-    /// responses come back as `.transient`, so the caller has one thing to handle.
+    /// responses come back as `.transient` — or `.unanswered` when the request may have reached
+    /// the endpoint (``outcome(ofTransportError:)``) — so the caller has one thing to handle.
     ///
     /// - Parameter stormPacing: Nonzero for a grant of a refresh storm, which nobody waits for:
     ///   the interval at which the pool's ``StormPacer`` lets its loop handle I/O meanwhile.
@@ -39,8 +42,35 @@ public struct TokenEndpointClient: Sendable {
             let response = try await Self.postForm(endpoint, fields: fields, settings: settings, pool: pool, stormPacing: stormPacing)
             return GrantOutcome.classify(status: response.status, retryAfterHeader: response.retryAfter, body: response.body, now: now())
         } catch {
-            return .transient(reason: Self.describe(error), retryAfter: nil)
+            return Self.outcome(ofTransportError: error)
         }
+    }
+
+    /// A grant whose request failed in transport: `.transient` when the request cannot have
+    /// reached the endpoint (no connection, TLS refused, a bad URL), `.unanswered` otherwise — a
+    /// timeout or a connection closed after the request went out leaves the provider free to
+    /// have rotated the refresh token. Unknown errors count as possibly sent: mistaking a
+    /// failure for an unanswered grant only costs a recovery-style retry, the other way round
+    /// hides a refresh token the provider may already have replaced.
+    static func outcome(ofTransportError error: any Error) -> GrantOutcome {
+        let reason = describe(error)
+        return requestCannotHaveBeenSent(error) ? .transient(reason: reason, retryAfter: nil) : .unanswered(reason: reason)
+    }
+
+    /// Errors raised before any byte of the request was written.
+    static func requestCannotHaveBeenSent(_ error: any Error) -> Bool {
+        if let httpError = error as? HTTPClientError {
+            let beforeSending: [HTTPClientError] = [
+                .connectTimeout, .tlsHandshakeTimeout, .socksHandshakeTimeout, .httpProxyHandshakeTimeout, .getConnectionFromPoolTimeout,
+                .invalidURL, .emptyHost, .emptyScheme, .alreadyShutdown, .proxyAuthenticationRequired, .invalidProxyResponse,
+            ]
+            return beforeSending.contains(httpError)
+        }
+        // Every connection attempt failed (refused, unreachable): nothing was sent.
+        if error is NIOConnectionError { return true }
+        if let ioError = error as? IOError, [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH].contains(ioError.errnoCode) { return true }
+        let text = String(describing: error)
+        return text.contains("handshakeFailed") || text.contains("CERTIFICATE_VERIFY_FAILED")
     }
 
     /// Endpoints that passed ``EndpointPolicy/check(_:)``: a provider's token endpoint is the

@@ -43,6 +43,8 @@ struct FuzzCorpusReplayTests {
             #expect(status == 200 && response == accepted, "success differs from TokenResponse.parse for \(file)")
         case .permanent, .transient:
             #expect(status != 200 || accepted == nil, "a usable 200 was not classified as success for \(file)")
+        case .unanswered:
+            Issue.record("an HTTP answer was classified as unanswered for \(file)")
         }
         if case .transient(_, let retryAfter?) = outcome {
             #expect(retryAfter >= .zero && retryAfter <= .seconds(86400), "Retry-After out of range for \(file)")

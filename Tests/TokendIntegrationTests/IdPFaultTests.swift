@@ -163,4 +163,64 @@ struct IdPFaultTests {
         proxy.stop()
         await setup.idp.stop()
     }
+
+    /// A grant sent but never answered in time (the server acts on it later) has an unknown
+    /// outcome: the provider may have rotated the refresh token. Its marker stays — through a
+    /// later transient failure too — so a restart recovers it at once, inside the provider's
+    /// reuse grace, instead of waiting for the planned retry. A grant the server answered (503)
+    /// clears it.
+    @Test func aGrantSentButNotAnsweredStaysMarkedUntilOneIsAnswered() async throws {
+        let (setup, proxy) = try await IdPDaemon.startBehindProxy(
+            idpOptions: .init(refreshGrace: 60),
+            daemonExtra: "http_timeout = \"1s\"\ncall_timeout = \"\(Self.callTimeout)s\"\nretry_initial = \"60s\"\nretry_max = \"60s\"\nforced_refresh_interval = \"1s\""
+        )
+        let client = try RawClient(path: setup.daemon.socketPath)
+        let minted = try await setup.addMinted("alice", lifetime: 300, client: client)
+        let database = setup.daemon.stateDirectory + "/tokend.sqlite"
+        func row() async throws -> String {
+            try await CrashRecoveryTests.sqlite(database, "SELECT state, grant_started_at IS NOT NULL FROM credentials WHERE user_identifier = 'alice'")
+        }
+
+        // Answered, if with an error: the outcome is known, nothing stays marked.
+        try await proxy.set(["mode": "status:503", "times": 1])
+        #expect(try client.call(Tokens.tokenCall(user: "alice", minValid: 600)).errorName == "io.tokend.TokenProvider.RefreshFailed")
+        #expect(try await row() == "retrying|0")
+
+        // Sent, answered only after tokend gave up: the IdP rotates the refresh token meanwhile.
+        try await Task.sleep(for: .milliseconds(1100))
+        try await proxy.set(["mode": "slow:2", "times": 1])
+        #expect(try client.call(Tokens.tokenCall(user: "alice", minValid: 600)).errorName == "io.tokend.TokenProvider.RefreshFailed")
+        #expect(try await row() == "retrying|1")
+        #expect(setup.daemon.log.contains("grant_outcome=unknown"))
+
+        // A later grant answered 503 says nothing about the rotated token: still marked.
+        try await Task.sleep(for: .milliseconds(1100))
+        try await proxy.set(["mode": "status:503", "times": 1])
+        #expect(try client.call(Tokens.tokenCall(user: "alice", minValid: 600)).errorName == "io.tokend.TokenProvider.RefreshFailed")
+        #expect(try await row() == "retrying|1")
+
+        // A restart recovers at once (the planned retry is a minute away), with the refresh
+        // token the store holds, inside the IdP's grace: a new token, nothing marked.
+        try await Task.sleep(for: .seconds(2))  // the slow request has reached the IdP
+        try await setup.daemon.stop()
+        let restarted = try DaemonProcess(
+            configuration: try String(contentsOfFile: setup.directory.file("tokend.toml"), encoding: .utf8), directory: setup.directory)
+        try await restarted.start()
+        let after = try RawClient(path: restarted.socketPath)
+        var recovered: String?
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if try await row() == "valid|0" {
+                recovered = try after.call(Tokens.tokenCall(user: "alice")).accessToken
+                break
+            }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let finalRow = try await row()
+        #expect(recovered != nil && recovered != minted["access_token"] as? String, "recovered at start-up: \(finalRow)")
+        #expect(restarted.log.contains("recovering an interrupted grant"))
+        try await restarted.stop()
+        proxy.stop()
+        await setup.idp.stop()
+    }
 }

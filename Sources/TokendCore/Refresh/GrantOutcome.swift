@@ -9,6 +9,12 @@ public enum GrantOutcome: Sendable, Hashable {
     /// Worth retrying later: a server error, throttling, a broken response. `retryAfter` is the
     /// server's `Retry-After`, when it sent one.
     case transient(reason: String, retryAfter: Duration?)
+    /// The request may have reached the provider, but no answer came back (a timeout, a
+    /// connection closed after sending, a refresher killed mid-run). The provider may have
+    /// rotated the refresh token already, so this is retried like `transient` but kept marked as
+    /// an interrupted grant: a restart meanwhile recovers it at once, and the grant counts as
+    /// one whose outcome is unknown — the same as one cut off by a crash.
+    case unanswered(reason: String)
 }
 
 extension GrantOutcome {

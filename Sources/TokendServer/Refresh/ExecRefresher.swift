@@ -32,7 +32,8 @@ struct ExecRefresher: ProviderRefresher {
         }
         switch result {
         case .timedOut:
-            return .transient(reason: "the refresh command did not finish within \(DurationFormat.humanReadable(settings.timeout))", retryAfter: nil)
+            // Killed mid-run: it may have exchanged the refresh token already.
+            return .unanswered(reason: "the refresh command did not finish within \(DurationFormat.humanReadable(settings.timeout))")
         case .exited(let status, let output):
             if status == 0 { return GrantOutcome.classify(status: 200, retryAfterHeader: nil, body: output, now: now()) }
             // A command may say why with an RFC 6749 error object; invalid_grant means a new login.
@@ -41,7 +42,7 @@ struct ExecRefresher: ProviderRefresher {
             }
             return .transient(reason: "the refresh command exited with status \(status)", retryAfter: nil)
         case .signalled(let signal):
-            return .transient(reason: "the refresh command was killed by signal \(signal)", retryAfter: nil)
+            return .unanswered(reason: "the refresh command was killed by signal \(signal)")
         }
     }
 

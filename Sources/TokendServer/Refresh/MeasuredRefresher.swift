@@ -8,6 +8,7 @@ struct MeasuredRefresher: ProviderRefresher {
     private let succeeded: Counter
     private let transient: Counter
     private let permanent: Counter
+    private let unanswered: Counter
     private let duration: Timer
 
     init(provider: String, inner: any ProviderRefresher, factory: any MetricsFactory = MetricsSystem.factory) {
@@ -19,6 +20,7 @@ struct MeasuredRefresher: ProviderRefresher {
         succeeded = counter("success")
         transient = counter("transient")
         permanent = counter("permanent")
+        unanswered = counter("unanswered")
         duration = Timer(label: MetricName.grantDuration, dimensions: [("provider", provider)], factory: factory)
     }
 
@@ -32,6 +34,7 @@ struct MeasuredRefresher: ProviderRefresher {
         case .success: succeeded.increment()
         case .transient: transient.increment()
         case .permanent: permanent.increment()
+        case .unanswered: unanswered.increment()
         }
         return outcome
     }

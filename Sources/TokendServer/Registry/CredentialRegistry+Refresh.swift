@@ -110,6 +110,10 @@ extension CredentialRegistry {
         // grant is about to be sent, so a crash during it is noticed and recovered at start-up.
         await lock(user)
         let stateBefore = view[user]?.status.state
+        // An earlier grant's outcome is still unknown (``GrantOutcome/unanswered(reason:)``, or
+        // a crash): until a grant gets a definite answer, the marker stays.
+        let markerBefore = view[user]?.status.grantStartedAt
+        let unresolvedBefore = markerBefore != nil
         let prepared: (Credential, any ProviderRefresher, ProviderConfiguration)
         switch await prepareGrant(user, reason: reason) {
         case .success(let value): prepared = value
@@ -122,7 +126,7 @@ extension CredentialRegistry {
         // so the marker goes again and the refresh runs at the next start.
         if stoppingProactiveGrants, !reason.isCallerTriggered {
             var unmarked = credential
-            unmarked.status.grantStartedAt = nil
+            unmarked.status.grantStartedAt = markerBefore
             unmarked.status.state = stateBefore.flatMap { $0 == .refreshing ? nil : $0 } ?? .valid
             await writeStatus(&unmarked)
             updateView(unmarked, provider: provider)
@@ -144,7 +148,7 @@ extension CredentialRegistry {
         // Phase 3, under the lock again: commit whatever happened.
         await lock(user)
         defer { unlock(user) }
-        return await commit(outcome, for: credential, provider: provider, grouping: grouping)
+        return await commit(outcome, for: credential, provider: provider, grouping: grouping, unresolvedBefore: unresolvedBefore)
     }
 
     private static func stopping(_ user: String) -> VarlinkError {
@@ -230,7 +234,11 @@ extension CredentialRegistry {
         return nil
     }
 
-    private func commit(_ outcome: GrantOutcome, for credential: Credential, provider: ProviderConfiguration, grouping: Duration) async -> GrantResult {
+    /// - Parameter unresolvedBefore: An earlier grant's outcome is unknown; a transient failure
+    ///   (which says nothing about that grant's refresh token) keeps the credential marked.
+    private func commit(
+        _ outcome: GrantOutcome, for credential: Credential, provider: ProviderConfiguration, grouping: Duration, unresolvedBefore: Bool
+    ) async -> GrantResult {
         let user = credential.userIdentifier
         let received = now()
         switch outcome {
@@ -239,7 +247,10 @@ extension CredentialRegistry {
             do {
                 next = try credential.refreshed(with: response, receivedAt: received)
             } catch {
-                return await recordTransientFailure(credential, provider: provider, reason: "the token endpoint's answer is unusable: \(error)", retryAfter: nil)
+                return await recordTransientFailure(
+                    credential, provider: provider, reason: "the token endpoint's answer is unusable: \(error)", retryAfter: nil,
+                    unresolvedBefore: unresolvedBefore
+                )
             }
             let rotated = response.refreshToken != nil
             do {
@@ -272,11 +283,20 @@ extension CredentialRegistry {
             )
             return .failed(await markReauthenticationRequired(credential, reason: reason))
         case .transient(let reason, let retryAfter):
-            return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: retryAfter)
+            return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: retryAfter, unresolvedBefore: unresolvedBefore)
+        case .unanswered(let reason):
+            return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: nil, unanswered: true)
         }
     }
 
-    private func recordTransientFailure(_ credential: Credential, provider: ProviderConfiguration, reason: String, retryAfter: Duration?) async -> GrantResult {
+    /// Records a failed grant and plans its retry. `unanswered`: the request may have reached
+    /// the provider (``GrantOutcome/unanswered(reason:)``); then, or while an earlier grant's
+    /// outcome is unknown (`unresolvedBefore`), the grant's marker stays: the retry runs as a
+    /// recovery, and a restart before it recovers at once — as after a crash.
+    private func recordTransientFailure(
+        _ credential: Credential, provider: ProviderConfiguration, reason: String, retryAfter: Duration?,
+        unanswered: Bool = false, unresolvedBefore: Bool = false
+    ) async -> GrantResult {
         let user = credential.userIdentifier
         let attempts = (failures[user] ?? 0) + 1
         failures[user] = attempts
@@ -285,13 +305,14 @@ extension CredentialRegistry {
         var updated = credential
         updated.status.state = .retrying
         updated.status.lastError = reason
-        updated.status.grantStartedAt = nil
+        if !unanswered, !unresolvedBefore { updated.status.grantStartedAt = nil }
         updated.status.retryAt = retryAt
         await writeStatus(&updated)
         updateView(updated, provider: provider)
         logger.warning("refresh failed; will retry", metadata: [
             "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(reason)", "attempt": "\(attempts)",
             "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))", "credential_state": "retrying",
+            "grant_outcome": unanswered ? "unknown" : "failed",
         ])
         return .failed(.refreshFailed(user, reason: reason, retryAt: retryAt.secondsSince1970))
     }

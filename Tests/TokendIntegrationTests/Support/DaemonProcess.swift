@@ -37,7 +37,11 @@ final class ScratchDirectory: @unchecked Sendable {
         chmod(file(name), mode)
     }
 
-    deinit { try? FileManager.default.removeItem(atPath: path) }
+    /// `TOKEND_KEEP_SCRATCH=1` keeps every test's directory (logs, stores, the IdP's state) for
+    /// a post-mortem.
+    deinit {
+        if ProcessInfo.processInfo.environment["TOKEND_KEEP_SCRATCH"] == nil { try? FileManager.default.removeItem(atPath: path) }
+    }
 }
 
 struct TestFailure: Error, CustomStringConvertible {
