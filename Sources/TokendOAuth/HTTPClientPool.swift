@@ -28,6 +28,8 @@ public final class HTTPClientPool: Sendable {
     /// Connections per host: the most `max_grants_in_flight` accepts.
     static let connectionsPerHost = 10_000
     private let group: any EventLoopGroup
+    /// Refresh grants' token POSTs (``FormPostClient``), on the same loop as the clients.
+    let formPosts: FormPostClient
     private let clients = Mutex<[String: HTTPClient]>([:])
 
     /// - Parameter group: The loops to run the clients on; nil (the default) makes one loop
@@ -42,6 +44,7 @@ public final class HTTPClientPool: Sendable {
             self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1, metricsDelegate: pacer)
             self.pacer = pacer
         }
+        formPosts = FormPostClient(group: self.group, connectTimeout: timeouts.connect)
     }
 
     /// The client for a provider with an optional extra CA file.
@@ -78,6 +81,7 @@ public final class HTTPClientPool: Sendable {
             return Array(clients.values)
         }
         for client in all { try? await client.shutdown() }
+        await formPosts.shutdown()
         // Only a pool that made its own loop paces it, so the pacer marks the group as ours.
         if pacer != nil { try? await group.shutdownGracefully() }
     }

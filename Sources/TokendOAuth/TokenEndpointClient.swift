@@ -1,9 +1,7 @@
 import AsyncHTTPClient
-import Glibc
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOPosix
 import Synchronization
 import TokendConfig
 import TokendCore
@@ -17,9 +15,9 @@ public struct TokenEndpointClient: Sendable {
 
     public init(pool: HTTPClientPool) { self.pool = pool }
 
-    /// Runs the RFC 6749 §6 refresh grant. Never throws: network failures, timeouts and odd
-    /// responses come back as `.transient` — or `.unanswered` when the request may have reached
-    /// the endpoint (``outcome(ofTransportError:)``) — so the caller has one thing to handle.
+    /// Runs the RFC 6749 §6 refresh grant over ``FormPostClient``. Never throws: network
+    /// failures, timeouts and odd responses come back as `.transient` — or `.unanswered` when
+    /// the request went out and no answer came back — so the caller has one thing to handle.
     ///
     /// - Parameter stormPacing: Nonzero for a grant of a refresh storm, which nobody waits for:
     ///   the interval at which the pool's ``StormPacer`` lets its loop handle I/O meanwhile.
@@ -38,39 +36,28 @@ public struct TokenEndpointClient: Sendable {
         }
         var fields: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.value)]
         if let scope = settings.scope { fields.append(("scope", scope)) }
+        var headers = [("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded"), ("User-Agent", "tokend")]
+        switch settings.clientAuthentication {
+        case .none:
+            fields.append(("client_id", settings.clientID))
+        case .clientSecretBasic:
+            headers.append(("Authorization", FormEncoding.basicAuthorization(clientID: settings.clientID, secret: settings.clientSecret?.value ?? "")))
+        case .clientSecretPost:
+            fields.append(("client_id", settings.clientID))
+            fields.append(("client_secret", settings.clientSecret?.value ?? ""))
+        }
+        pool.pacer?.requestStarted(pacing: stormPacing)
+        defer { pool.pacer?.requestFinished(pacing: stormPacing) }
         do {
-            let response = try await Self.postForm(endpoint, fields: fields, settings: settings, pool: pool, stormPacing: stormPacing)
+            let response = try await pool.formPosts.post(
+                url: endpoint, headers: headers, body: FormEncoding.encode(fields), caFile: settings.caFile,
+                maximumBodyBytes: Self.maximumResponseBytes, deadline: .now() + .milliseconds(pool.timeouts.request.milliseconds)
+            )
             return GrantOutcome.classify(status: response.status, retryAfterHeader: response.retryAfter, body: response.body, now: now())
         } catch {
-            return Self.outcome(ofTransportError: error)
+            // Whether the request went out decides if the provider may have rotated the token.
+            return error.requestSent ? .unanswered(reason: error.description) : .transient(reason: error.description, retryAfter: nil)
         }
-    }
-
-    /// A grant whose request failed in transport: `.transient` when the request cannot have
-    /// reached the endpoint (no connection, TLS refused, a bad URL), `.unanswered` otherwise — a
-    /// timeout or a connection closed after the request went out leaves the provider free to
-    /// have rotated the refresh token. Unknown errors count as possibly sent: mistaking a
-    /// failure for an unanswered grant only costs a recovery-style retry, the other way round
-    /// hides a refresh token the provider may already have replaced.
-    static func outcome(ofTransportError error: any Error) -> GrantOutcome {
-        let reason = describe(error)
-        return requestCannotHaveBeenSent(error) ? .transient(reason: reason, retryAfter: nil) : .unanswered(reason: reason)
-    }
-
-    /// Errors raised before any byte of the request was written.
-    static func requestCannotHaveBeenSent(_ error: any Error) -> Bool {
-        if let httpError = error as? HTTPClientError {
-            let beforeSending: [HTTPClientError] = [
-                .connectTimeout, .tlsHandshakeTimeout, .socksHandshakeTimeout, .httpProxyHandshakeTimeout, .getConnectionFromPoolTimeout,
-                .invalidURL, .emptyHost, .emptyScheme, .alreadyShutdown, .proxyAuthenticationRequired, .invalidProxyResponse,
-            ]
-            return beforeSending.contains(httpError)
-        }
-        // Every connection attempt failed (refused, unreachable): nothing was sent.
-        if error is NIOConnectionError { return true }
-        if let ioError = error as? IOError, [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH].contains(ioError.errnoCode) { return true }
-        let text = String(describing: error)
-        return text.contains("handshakeFailed") || text.contains("CERTIFICATE_VERIFY_FAILED")
     }
 
     /// Endpoints that passed ``EndpointPolicy/check(_:)``: a provider's token endpoint is the

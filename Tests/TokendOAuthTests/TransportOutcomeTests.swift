@@ -20,12 +20,13 @@ import TokendCore
 
     final class SilentServer: Sendable {
         let channel: any Channel
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let received = ByteCount()
         var port: Int { channel.localAddress!.port! }
 
         init(closeAfterRequest: Bool) async throws {
             let received = self.received
-            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            channel = try await ServerBootstrap(group: group)
                 .childChannelInitializer { child in
                     child.eventLoop.makeCompletedFuture {
                         try child.pipeline.syncOperations.addHandler(Swallower(received: received, close: closeAfterRequest))
@@ -34,7 +35,10 @@ import TokendCore
                 .bind(host: "127.0.0.1", port: 0).get()
         }
 
-        func close() async throws { try await channel.close() }
+        func close() async throws {
+            try await channel.close()
+            try await group.shutdownGracefully()
+        }
     }
 
     final class Swallower: ChannelInboundHandler, Sendable {
