@@ -103,7 +103,7 @@ import Testing
         let server = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
         let started = ContinuousClock.now
         let connected: Result<any Channel, any Error> = await Result {
-            try await ClientBootstrap(group: group).connectTimeout(.seconds(2))
+            try await ClientBootstrap(group: group).connectTimeout(.seconds(5))
                 .connect(to: try #require(server.localAddress)).get()
         }
         let took = ContinuousClock.now - started

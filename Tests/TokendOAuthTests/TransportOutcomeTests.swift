@@ -59,7 +59,7 @@ import TokendCore
     }
 
     static func refresh(port: Int) async throws -> GrantOutcome {
-        let pool = HTTPClientPool(timeouts: .init(connect: .seconds(2), request: .milliseconds(500)))
+        let pool = HTTPClientPool(timeouts: .init(connect: .seconds(2), request: .seconds(2)))
         let client = TokenEndpointClient(pool: pool)
         let outcome = await client.refresh(
             endpoint: "http://127.0.0.1:\(port)/o/token/",

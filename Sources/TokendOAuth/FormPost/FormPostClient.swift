@@ -85,8 +85,8 @@ final class FormPostClient: Sendable {
         for connection in idle { try? await connection.channel.close() }
     }
 
-    /// The number of idle connections kept (for tests).
-    var idleConnectionCount: Int { state.withLock { $0.idle.values.reduce(0) { $0 + $1.count } } }
+    /// The number of idle connections kept that are still open (for tests).
+    var idleConnectionCount: Int { state.withLock { $0.idle.values.reduce(0) { $0 + $1.filter(\.channel.isActive).count } } }
 
     // MARK: Connections
 
