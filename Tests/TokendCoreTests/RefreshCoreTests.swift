@@ -105,12 +105,13 @@ struct GrantOutcomeTests {
         }
         #expect(response.accessToken.value == "abc")
         #expect(response.refreshToken?.value == "r2")
-        guard case .transient(let reason, _) = Self.classify(200, #"{"token_type":"Bearer"}"#) else {
+        // Errors, never an empty token; of unknown outcome, since the server acted on the grant.
+        guard case .unanswered(let reason) = Self.classify(200, #"{"token_type":"Bearer"}"#) else {
             Issue.record("a 200 without access_token is an error, never an empty token")
             return
         }
         #expect(reason.contains("access_token"))
-        guard case .transient = Self.classify(200, #"{"access_token":"abc""#) else {
+        guard case .unanswered = Self.classify(200, #"{"access_token":"abc""#) else {
             Issue.record("truncated JSON is an error")
             return
         }

@@ -190,6 +190,12 @@ struct OAuthRefreshTests {
         #expect(ContinuousClock.now - started < .seconds(5), "answered within the call timeout")
         #expect(try client.call(Tokens.tokenCall(user: "alice")).accessToken == minted["access_token"] as? String)
         #expect(try Self.status(client, "alice")["state"] as? String == "retrying")
+        // Sent, and no usable answer (a 200 the tokens of which cannot be read, silence, a cut):
+        // the provider may have rotated the refresh token, so the grant stays marked. A 500 page
+        // is a definite failure.
+        let marked = try await CrashRecoveryTests.sqlite(
+            daemon.stateDirectory + "/tokend.sqlite", "SELECT grant_started_at IS NOT NULL FROM credentials WHERE user_identifier = 'alice'")
+        #expect(marked == (mode == "html" ? "0" : "1"), "\(mode): marker \(marked)")
         proxy.stop()
         try await setup.stop()
     }

@@ -9,11 +9,12 @@ public enum GrantOutcome: Sendable, Hashable {
     /// Worth retrying later: a server error, throttling, a broken response. `retryAfter` is the
     /// server's `Retry-After`, when it sent one.
     case transient(reason: String, retryAfter: Duration?)
-    /// The request may have reached the provider, but no answer came back (a timeout, a
-    /// connection closed after sending, a refresher killed mid-run). The provider may have
-    /// rotated the refresh token already, so this is retried like `transient` but kept marked as
-    /// an interrupted grant: a restart meanwhile recovers it at once, and the grant counts as
-    /// one whose outcome is unknown — the same as one cut off by a crash.
+    /// The request may have reached the provider, but no usable answer came back: a timeout, a
+    /// connection closed after sending, a refresher killed mid-run, or a 200 whose tokens cannot
+    /// be used (the provider issued them). The provider may have rotated the refresh token
+    /// already, so this is retried like `transient` but kept marked as an interrupted grant: a
+    /// restart meanwhile recovers it at once, and the grant counts as one whose outcome is
+    /// unknown — the same as one cut off by a crash.
     case unanswered(reason: String)
 }
 
@@ -21,7 +22,8 @@ extension GrantOutcome {
     /// Classifies an HTTP response to a refresh grant. Pure: status, headers and body in.
     ///
     /// - 200 with a usable token response → success; 200 without `access_token` (or not JSON) →
-    ///   transient, never an empty credential.
+    ///   unanswered (the server acted on the grant; its tokens cannot be read), never an empty
+    ///   credential.
     /// - 400/401 with a permanent RFC 6749 error → permanent; other 4xx errors with an error body
     ///   → permanent only for the listed codes, else transient.
     /// - 429, 5xx → transient, honouring `Retry-After` (seconds or an HTTP date relative to `now`).
@@ -32,7 +34,7 @@ extension GrantOutcome {
             do {
                 return .success(try TokenResponse.parse(body))
             } catch {
-                return .transient(reason: "the token endpoint answered 200 with an unusable body: \(error)", retryAfter: retryAfter)
+                return .unanswered(reason: "the token endpoint answered 200 with an unusable body: \(error)")
             }
         case 429, 500...599:
             return .transient(reason: "the token endpoint answered \(status)", retryAfter: retryAfter)

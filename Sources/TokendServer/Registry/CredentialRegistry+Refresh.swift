@@ -250,9 +250,10 @@ extension CredentialRegistry {
             do {
                 next = try credential.refreshed(with: response, receivedAt: received)
             } catch {
+                // The provider issued tokens (and may have rotated the refresh token): unknown.
                 return await recordTransientFailure(
                     credential, provider: provider, reason: "the token endpoint's answer is unusable: \(error)", retryAfter: nil,
-                    unresolvedBefore: unresolvedBefore
+                    unanswered: true
                 )
             }
             let rotated = response.refreshToken != nil
