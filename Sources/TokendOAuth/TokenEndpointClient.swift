@@ -37,15 +37,7 @@ public struct TokenEndpointClient: Sendable {
         var fields: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.value)]
         if let scope = settings.scope { fields.append(("scope", scope)) }
         var headers = [("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded"), ("User-Agent", "tokend")]
-        switch settings.clientAuthentication {
-        case .none:
-            fields.append(("client_id", settings.clientID))
-        case .clientSecretBasic:
-            headers.append(("Authorization", FormEncoding.basicAuthorization(clientID: settings.clientID, secret: settings.clientSecret?.value ?? "")))
-        case .clientSecretPost:
-            fields.append(("client_id", settings.clientID))
-            fields.append(("client_secret", settings.clientSecret?.value ?? ""))
-        }
+        if let authorization = Self.authenticate(fields: &fields, settings: settings) { headers.append(("Authorization", authorization)) }
         pool.pacer?.requestStarted(pacing: stormPacing)
         defer { pool.pacer?.requestFinished(pacing: stormPacing) }
         do {
@@ -100,29 +92,21 @@ public struct TokenEndpointClient: Sendable {
     }
 
     /// POSTs `fields` as a form, with the client's authentication, and returns the whole
-    /// response (a body over ``maximumResponseBytes`` is an error). `stormPacing`: see
-    /// ``refresh(endpoint:settings:refreshToken:stormPacing:now:)``.
-    ///
-    /// Uses AsyncHTTPClient's delegate API, which collects the body on the connection's event
-    /// loop and completes one future: one hop back to the caller, where the streaming API's
-    /// head-then-body iteration costs two or three. Grants run this thousands of times in a
-    /// refresh storm.
+    /// response (a body over ``maximumResponseBytes`` is an error). For the login grants and
+    /// revocation, through AsyncHTTPClient; refresh grants use ``FormPostClient``.
     static func postForm(
-        _ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, pool: HTTPClientPool, acceptJSON: Bool = true,
-        stormPacing: Duration = .zero
+        _ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, pool: HTTPClientPool, acceptJSON: Bool = true
     ) async throws -> FormResponse {
         var fields = fields
         var headers = HTTPHeaders()
         if acceptJSON { headers.add(name: "Accept", value: "application/json") }
         headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         headers.add(name: "User-Agent", value: "tokend")
-        authenticate(&headers, fields: &fields, settings: settings)
+        if let authorization = authenticate(fields: &fields, settings: settings) { headers.add(name: "Authorization", value: authorization) }
         let request = try HTTPClient.Request(
             url: endpoint, method: .POST, headers: headers, body: .byteBuffer(ByteBuffer(string: FormEncoding.encode(fields)))
         )
         let accumulator = ResponseAccumulator(request: request, maxBodySize: maximumResponseBytes)
-        pool.pacer?.requestStarted(pacing: stormPacing)
-        defer { pool.pacer?.requestFinished(pacing: stormPacing) }
         let response = try await pool.client(caFile: settings.caFile)
             .execute(request: request, delegate: accumulator, deadline: .now() + .milliseconds(pool.timeouts.request.milliseconds))
             .futureResult.get()
@@ -132,17 +116,19 @@ public struct TokenEndpointClient: Sendable {
         )
     }
 
-    /// Adds client authentication (RFC 6749 §2.3): a Basic `Authorization` header, or
-    /// `client_id` (and `client_secret`) form fields.
-    static func authenticate(_ headers: inout HTTPHeaders, fields: inout [(String, String)], settings: OAuth2Settings) {
+    /// Client authentication (RFC 6749 §2.3): adds `client_id` (and `client_secret`) to the
+    /// form fields, or returns the value of a Basic `Authorization` header.
+    static func authenticate(fields: inout [(String, String)], settings: OAuth2Settings) -> String? {
         switch settings.clientAuthentication {
         case .none:
             fields.append(("client_id", settings.clientID))
+            return nil
         case .clientSecretBasic:
-            headers.add(name: "Authorization", value: FormEncoding.basicAuthorization(clientID: settings.clientID, secret: settings.clientSecret?.value ?? ""))
+            return FormEncoding.basicAuthorization(clientID: settings.clientID, secret: settings.clientSecret?.value ?? "")
         case .clientSecretPost:
             fields.append(("client_id", settings.clientID))
             fields.append(("client_secret", settings.clientSecret?.value ?? ""))
+            return nil
         }
     }
 
