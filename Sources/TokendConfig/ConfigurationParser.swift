@@ -105,6 +105,10 @@ public struct ConfigurationParser {
         if let lead = try table.duration("session_warning") { policy.sessionWarningLead = lead }
         if let margin = try table.duration("refresh_margin") { policy.minimumMargin = margin }
         if let fraction = try table.fraction("refresh_at") { policy.refreshAtFraction = fraction }
+        if let assumed = try table.duration("assumed_lifetime") {
+            guard assumed >= .seconds(1) else { throw table.error("assumed_lifetime", "must be at least 1s") }
+            policy.assumedLifetime = assumed
+        }
 
         let rateLimit = try table.integer("rate_limit", in: 1...100_000)
         let rateBurst = try table.integer("rate_burst", in: 1...100_000)

@@ -142,6 +142,9 @@ public struct CredentialStatus: Sendable, Hashable {
     /// With a shared store: the node refreshing this credential now, and its lease's end.
     public var leaseHolder: String?
     public var leaseExpiresAt: Int64?
+    /// The token lives no longer than its provider's `refresh_margin`; it is refreshed at about
+    /// two thirds of its lifetime instead. Absent (nil) otherwise.
+    public var shorterThanMargin: Bool?
 
     public init(userIdentifier: String, provider: String, state: String, expiresAt: Int64, issuedAt: Int64, sessionStartedAt: Int64,
                 sessionEndsAt: Int64? = nil, nextRefreshAt: Int64? = nil, lastRefreshAt: Int64? = nil, refreshCount: Int64 = 0,
@@ -175,6 +178,7 @@ public struct CredentialStatus: Sendable, Hashable {
         object["enrolledByUid"] = .int(enrolledByUid)
         object.setIfPresent("leaseHolder", leaseHolder.map(JSONValue.string))
         object.setIfPresent("leaseExpiresAt", leaseExpiresAt.map(JSONValue.int))
+        object.setIfPresent("shorterThanMargin", shorterThanMargin.map(JSONValue.bool))
         return object
     }
 
@@ -190,6 +194,7 @@ public struct CredentialStatus: Sendable, Hashable {
         )
         leaseHolder = try r.optionalString("leaseHolder")
         leaseExpiresAt = try r.optionalInt("leaseExpiresAt")
+        shorterThanMargin = try r.optionalBool("shorterThanMargin")
     }
 }
 

@@ -63,7 +63,10 @@ type CredentialStatus (
   enrolledByUid: int,
   # With a shared store: the node refreshing this credential now, and until when its lease lasts.
   leaseHolder: ?string,
-  leaseExpiresAt: ?int
+  leaseExpiresAt: ?int,
+  # The token lives no longer than its provider's refresh_margin, so it is refreshed at about
+  # two thirds of its lifetime instead; absent otherwise.
+  shorterThanMargin: ?bool
 )
 
 # Returns an access token for userIdentifier that stays valid for at least minValidSeconds

@@ -44,3 +44,29 @@ struct StatusSessionNoteTests {
         #expect(!text.contains("\u{1B}"))
     }
 }
+
+/// `tokenctl status` tells which credentials have tokens shorter-lived than their margin.
+struct StatusLifetimeNoteTests {
+    private func row(_ user: String, lifetime: Int64, short: Bool?) -> CredentialStatus {
+        var status = CredentialStatus(
+            userIdentifier: user, provider: "idp", state: "valid", expiresAt: 1_700_000_000 + lifetime, issuedAt: 1_700_000_000,
+            sessionStartedAt: 1_700_000_000)
+        status.shorterThanMargin = short
+        return status
+    }
+
+    @Test func aShortLivedCredentialGetsANoteWithItsLifetime() {
+        #expect(StatusTable.lifetimeNote(row("alice", lifetime: 3, short: true))
+            == "alice: its tokens live 3s, no longer than the provider's refresh_margin; each is refreshed at about two thirds of its lifetime")
+        #expect(StatusTable.lifetimeNote(row("bob", lifetime: 3600, short: nil)) == nil)
+        #expect(StatusTable.lifetimeNote(row("carol", lifetime: 3600, short: false)) == nil)
+        let text = StatusTable.render(daemon: nil, credentials: [row("bob", lifetime: 3600, short: nil), row("alice", lifetime: 5, short: true)], now: 1_700_000_001)
+        #expect(text.hasSuffix("\n\nalice: its tokens live 5s, no longer than the provider's refresh_margin; each is refreshed at about two thirds of its lifetime\n"), "\(text)")
+    }
+
+    @Test func theFieldRoundTripsAndIsAbsentWhenFalse() throws {
+        let short = row("alice", lifetime: 3, short: true)
+        #expect(try CredentialStatus(json: short.json).shorterThanMargin == true)
+        #expect(row("bob", lifetime: 3, short: nil).json["shorterThanMargin"] == nil)
+    }
+}

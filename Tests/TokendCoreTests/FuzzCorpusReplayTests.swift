@@ -33,7 +33,7 @@ struct FuzzCorpusReplayTests {
         let accepted = try? TokenResponse.parse(body)
         if let accepted {
             #expect(!accepted.accessToken.value.isEmpty)
-            _ = try? accepted.lifetime(receivedAt: Self.now)
+            _ = accepted.lifetime(receivedAt: Self.now, assumed: .seconds(300))
         }
         _ = TokenErrorResponse.parse(body)
 

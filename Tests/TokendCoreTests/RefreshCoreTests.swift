@@ -173,10 +173,13 @@ struct CredentialRefreshTests {
         #expect(next.refreshToken?.value == "r1")
     }
 
-    @Test func aResponseWithoutALifetimeIsRefused() {
-        #expect(throws: TokenResponseError.self) {
-            try Self.credential().refreshed(with: TokenResponse(accessToken: SecretString("opaque")), receivedAt: Timestamp(secondsSince1970: 1950))
-        }
+    @Test func aResponseWithoutALifetimeGetsTheAssumedOne() throws {
+        // The tokens are kept (the refresh token may have rotated); the lifetime is assumed.
+        let next = try Self.credential().refreshed(
+            with: TokenResponse(accessToken: SecretString("opaque"), refreshToken: SecretString("r2")), receivedAt: Timestamp(secondsSince1970: 1950),
+            assumedLifetime: .seconds(120))
+        #expect(next.expiresAt == Timestamp(secondsSince1970: 2070))
+        #expect(next.refreshToken?.value == "r2")
     }
 }
 

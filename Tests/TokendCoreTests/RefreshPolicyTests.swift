@@ -100,15 +100,24 @@ struct RefreshPointTests {
     }
 
     @Test func neverLaterThanDeadlineMinusMargin() {
-        // A 20 s token: 80 % is 16 s, but the margin demands refreshing by 10 s.
+        // A 60 s token: 80 % is 48 s; a 5 s margin allows it, a 20 s margin demands 40 s.
+        let credential = makeCredential(issuedAt: ts(1_000_000), expiresAt: ts(1_000_060))
+        #expect(policy.refreshPoint(of: credential, jitter: 0) == ts(1_000_048))
+        var wide = policy
+        wide.minimumMargin = .seconds(20)
+        #expect(wide.refreshPoint(of: credential, jitter: 0) == ts(1_000_040))
+    }
+
+    @Test func theMarginIsAtMostAThirdOfTheLifetime() {
+        // A 20 s token under a 10 s margin: refreshed when a third of its life is left.
         let credential = makeCredential(issuedAt: ts(1_000_000), expiresAt: ts(1_000_020))
-        #expect(policy.refreshPoint(of: credential, jitter: 0) == ts(1_000_010))
+        #expect(policy.refreshPoint(of: credential, jitter: 0) == Timestamp(millisecondsSince1970: 1_000_013_334))
     }
 
     @Test func alreadyExpiredTokensAreDueImmediately() {
         let credential = makeCredential(issuedAt: ts(1_000_000), expiresAt: ts(999_000))
         let point = policy.refreshPoint(of: credential, jitter: 0.5)
-        #expect(point == ts(999_000 - 10))
+        #expect(point == ts(999_000))
         #expect(point < credential.issuedAt)
     }
 
@@ -136,7 +145,8 @@ struct RefreshPointTests {
                                             sessionStartedAt: ts(iat - Int64.random(in: 0...86400, using: &generator)))
             let deadline = policy.deadline(of: credential)
             let point = policy.refreshPoint(of: credential, jitter: Double.random(in: 0...1, using: &generator))
-            #expect(point <= deadline - .seconds(margin))
+            let span = max(.zero, deadline - credential.issuedAt)
+            #expect(point <= deadline - min(.seconds(margin), span / 3))
             if deadline - credential.issuedAt > .seconds(margin) * 20 {
                 #expect(point >= credential.issuedAt)
             }

@@ -156,21 +156,34 @@ struct TokenResponseTests {
     @Test(arguments: [
         (#"{"access_token":"a","expires_in":"3600"}"#, Duration.seconds(3600)),
         (#"{"access_token":"a","expires_in":3600.0}"#, .seconds(3600)),
-        (#"{"access_token":"a","expires_in":0}"#, .zero),
         (#"{"access_token":"a","expires_in":3153600000}"#, .seconds(3_153_600_000)),
+        (#"{"access_token":"a","expires_in":9223372036854775807}"#, .seconds(Int64.max)),
     ])
     func expiresInForms(json: String, expected: Duration) throws {
-        #expect(try parse(json).expiresIn == expected)
+        let response = try parse(json)
+        #expect(response.expiresIn == expected)
+        #expect(response.expiresInIgnored == nil)
     }
 
+    /// An unusable expires_in does not make the tokens unusable (the provider issued them and
+    /// may have rotated the refresh token): it is ignored, with a reason that never quotes it.
     @Test(arguments: [
-        #"{"access_token":"a","expires_in":"soon"}"#, #"{"access_token":"a","expires_in":-1}"#,
-        #"{"access_token":"a","expires_in":3600.5}"#, #"{"access_token":"a","expires_in":true}"#,
-        #"{"access_token":"a","expires_in":3153600001}"#, #"{"access_token":"a","expires_in":"-5"}"#,
-        #"{"access_token":"a","expires_in":[3600]}"#,
+        (#"{"access_token":"a","expires_in":"soon"}"#, "expires_in is not a whole number of seconds"),
+        (#"{"access_token":"a","expires_in":-1}"#, "expires_in is negative"),
+        (#"{"access_token":"a","expires_in":"-5"}"#, "expires_in is negative"),
+        (#"{"access_token":"a","expires_in":0}"#, "expires_in is 0"),
+        (#"{"access_token":"a","expires_in":"0"}"#, "expires_in is 0"),
+        (#"{"access_token":"a","expires_in":3600.5}"#, "expires_in is not a whole number of seconds"),
+        (#"{"access_token":"a","expires_in":true}"#, "expires_in is not a whole number of seconds"),
+        (#"{"access_token":"a","expires_in":[3600]}"#, "expires_in is not a whole number of seconds"),
     ])
-    func badExpiresInIsRejected(json: String) {
-        #expect(parseError(json)?.description == "expires_in is not a number of seconds")
+    func unusableExpiresInIsIgnored(json: String, reason: String) throws {
+        let response = try parse(json)
+        #expect(response.expiresIn == nil)
+        #expect(response.expiresInIgnored?.description == reason)
+        let lifetime = response.lifetime(receivedAt: Timestamp(secondsSince1970: 1000), assumed: .seconds(300))
+        #expect(lifetime.expiresAt == Timestamp(secondsSince1970: 1300))
+        #expect(lifetime.assumedBecause == reason)
     }
 
     @Test func missingAccessToken() {
@@ -236,13 +249,16 @@ struct TokenResponseTests {
         let secret = "SuperSecretValue"
         let bodies = [
             #"{"access_token":"\#(secret)\n"}"#, #"{"access_token":"\#(secret)","refresh_token":"\#(secret)\t"}"#,
-            #"{"access_token":"\#(secret)","expires_in":"\#(secret)"}"#, #"{"access_token":"\#(secret)","token_type":7}"#,
+            #"{"access_token":"\#(secret)","token_type":7}"#,
         ]
         for body in bodies {
             let error = parseError(body)
             #expect(error != nil)
             #expect(error?.description.contains(secret) == false)
         }
+        // An ignored expires_in is reported without its value.
+        let ignored = try? parse(#"{"access_token":"a","expires_in":"\#(secret)"}"#)
+        #expect(ignored?.expiresInIgnored?.description.contains(secret) == false)
     }
 }
 
@@ -252,44 +268,65 @@ struct TokenLifetimeTests {
     @Test func jwtExpAndIatWin() throws {
         let jwt = makeJWT(payload: #"{"iat":1700000000,"exp":1700000900}"#)
         let response = TokenResponse(accessToken: SecretString(jwt), expiresIn: .seconds(3600))
-        let lifetime = try response.lifetime(receivedAt: received)
+        let lifetime = response.lifetime(receivedAt: received, assumed: .seconds(300))
         #expect(lifetime.issuedAt == Timestamp(secondsSince1970: 1_700_000_000))
         #expect(lifetime.expiresAt == Timestamp(secondsSince1970: 1_700_000_900))
     }
 
     @Test func jwtExpWithoutIatUsesReceipt() throws {
         let jwt = makeJWT(payload: #"{"exp":1700000900}"#)
-        let lifetime = try TokenResponse(accessToken: SecretString(jwt)).lifetime(receivedAt: received)
+        let lifetime = TokenResponse(accessToken: SecretString(jwt)).lifetime(receivedAt: received, assumed: .seconds(300))
         #expect(lifetime.issuedAt == received)
         #expect(lifetime.expiresAt == Timestamp(secondsSince1970: 1_700_000_900))
     }
 
     @Test func jwtWithoutExpUsesExpiresIn() throws {
         let jwt = makeJWT(payload: #"{"iat":1700000050.5}"#)
-        let lifetime = try TokenResponse(accessToken: SecretString(jwt), expiresIn: .seconds(600)).lifetime(receivedAt: received)
+        let lifetime = TokenResponse(accessToken: SecretString(jwt), expiresIn: .seconds(600)).lifetime(receivedAt: received, assumed: .seconds(300))
         #expect(lifetime.issuedAt == Timestamp(millisecondsSince1970: 1_700_000_050_500))
         #expect(lifetime.expiresAt == Timestamp(secondsSince1970: 1_700_000_700))
     }
 
     @Test func opaqueTokenUsesExpiresInFromReceipt() throws {
-        let lifetime = try TokenResponse(accessToken: SecretString("opaque"), expiresIn: .seconds(3600)).lifetime(receivedAt: received)
+        let lifetime = TokenResponse(accessToken: SecretString("opaque"), expiresIn: .seconds(3600)).lifetime(receivedAt: received, assumed: .seconds(300))
         #expect(lifetime.issuedAt == received)
         #expect(lifetime.expiresAt == Timestamp(secondsSince1970: 1_700_003_700))
     }
 
-    @Test func neitherIsAnError() {
-        #expect(throws: TokenResponseError.self) {
-            try TokenResponse(accessToken: SecretString("opaque")).lifetime(receivedAt: received)
-        }
-        #expect(throws: TokenResponseError.self) {
-            try TokenResponse(accessToken: SecretString(makeJWT(payload: #"{"iat":1700000000}"#))).lifetime(receivedAt: received)
-        }
+    @Test func neitherGivesTheAssumedLifetimeAndSaysWhy() {
+        let opaque = TokenResponse(accessToken: SecretString("opaque")).lifetime(receivedAt: received, assumed: .seconds(300))
+        #expect(opaque.issuedAt == received)
+        #expect(opaque.expiresAt == received + .seconds(300))
+        #expect(opaque.assumedBecause == "the response has neither expires_in nor a JWT exp")
+        let jwt = TokenResponse(accessToken: SecretString(makeJWT(payload: #"{"iat":1700000000}"#))).lifetime(receivedAt: received, assumed: .seconds(60))
+        #expect(jwt.issuedAt == Timestamp(secondsSince1970: 1_700_000_000))
+        #expect(jwt.expiresAt == received + .seconds(60))
+        #expect(jwt.assumedBecause != nil)
+    }
+
+    @Test func aCallerMustStateALifetime() throws {
+        #expect(throws: TokenResponseError.self) { try TokenResponse(accessToken: SecretString("opaque")).statedLifetime(receivedAt: received) }
+        var negative = TokenResponse(accessToken: SecretString("opaque"))
+        negative.expiresInIgnored = .negative
+        #expect(throws: TokenResponseError.self) { try negative.statedLifetime(receivedAt: received) }
+        var zero = TokenResponse(accessToken: SecretString("opaque"))
+        zero.expiresInIgnored = .zero
+        let expired = try zero.statedLifetime(receivedAt: received)
+        #expect(expired.expiresAt == received && expired.assumedBecause == nil)
+        let stated = try TokenResponse(accessToken: SecretString("opaque"), expiresIn: .seconds(60)).statedLifetime(receivedAt: received)
+        #expect(stated.expiresAt == received + .seconds(60))
+    }
+
+    @Test func aKnownLifetimeIsNotAssumed() {
+        let lifetime = TokenResponse(accessToken: SecretString("opaque"), expiresIn: .seconds(5)).lifetime(receivedAt: received, assumed: .seconds(300))
+        #expect(lifetime.assumedBecause == nil)
+        #expect(lifetime.expiresAt == received + .seconds(5))
     }
 
     @Test func parsedResponseEndToEnd() throws {
         let jwt = makeJWT(payload: #"{"sub":"alice","iat":1700000000,"exp":1700003600}"#)
         let response = try TokenResponse.parse(Array(#"{"access_token":"\#(jwt)","token_type":"Bearer","expires_in":10}"#.utf8))
-        let lifetime = try response.lifetime(receivedAt: received)
+        let lifetime = response.lifetime(receivedAt: received, assumed: .seconds(300))
         #expect(lifetime.expiresAt == Timestamp(secondsSince1970: 1_700_003_600))
     }
 }

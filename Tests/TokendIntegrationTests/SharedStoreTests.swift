@@ -16,8 +16,10 @@ struct SharedStoreTests {
         var nodes: [DaemonProcess] = []
         var proxy: FaultProxy?
 
-        init(count: Int, lifetime: Int, refreshGrace: Int = 0, lease: String = "6s", daemonExtra: String = "", slowFirstNode: Bool = false)
-            async throws
+        init(
+            count: Int, lifetime: Int, refreshGrace: Int = 0, lease: String = "6s", daemonExtra: String = "", slowFirstNode: Bool = false,
+            providerExtra: String = "refresh_at = 0.5\nrefresh_margin = \"1s\""
+        ) async throws
         {
             try requireVenv()
             directory = try ScratchDirectory()
@@ -34,7 +36,7 @@ struct SharedStoreTests {
                 try node.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
                 try node.write("pg-password", PostgresServer.password + "\n", mode: 0o600)
                 let endpoint = index == 0 ? proxy?.tokenEndpoint : nil
-                let providers = idp.providerConfiguration(name: "example", extra: "refresh_at = 0.5\nrefresh_margin = \"1s\"", endpoint: endpoint) + """
+                let providers = idp.providerConfiguration(name: "example", extra: providerExtra, endpoint: endpoint) + """
 
                     [store]
                     kind = "postgresql"

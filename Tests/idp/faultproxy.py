@@ -33,8 +33,12 @@ Modes:
   close            read the request, then drop the connection (RST) without any answer
   truncated        200 with a Content-Length larger than the body sent, then close
   jwt_access:SUB   forward, then replace the access_token of a 200 answer with an unsigned
-                   JWT whose sub is SUB (iat now, exp in an hour): "a token for another user"
-                   when SUB is not the credential's subject
+                   JWT whose sub is SUB (iat now, exp in an hour, or the fault's "exp_offset"
+                   seconds from now, or at the fault's "exp_at"): "a token for another user"
+                   when SUB is not the credential's subject, "an expired token" with a
+                   negative exp_offset, "tokens that never get fresher" with a fixed exp_at
+  expires_in       forward, then set the expires_in of a 200 answer to the fault's "expires_in"
+                   value as given (0, -5, "3600", 10**13, ...), or remove it when the fault has none
   echo_refresh_token  400 invalid_grant whose error_description quotes the request's
                    refresh_token (a server that echoes secrets into its errors)
   stand_in[:SECONDS]  answer token POSTs itself (after SECONDS): 200 with fresh random access and refresh
@@ -234,9 +238,18 @@ class Proxy:
             status, payload = await self.fetch(method, target, headers, body)
             if status == 200:
                 payload = json.loads(payload)
-                payload["access_token"] = unsigned_jwt({"sub": arg, "iat": int(time.time()),
-                                                        "exp": int(time.time()) + 3600})
+                exp = int(f["exp_at"]) if "exp_at" in f else int(time.time()) + int(f.get("exp_offset", 3600))
+                payload["access_token"] = unsigned_jwt({"sub": arg, "iat": int(time.time()), "exp": exp})
             return await self.respond(writer, status, payload if status == 200 else payload, keep)
+        if mode == "expires_in":
+            status, payload = await self.fetch(method, target, headers, body)
+            if status == 200:
+                payload = json.loads(payload)
+                payload.pop("expires_in", None)
+                if "expires_in" in f:
+                    payload["expires_in"] = f["expires_in"]
+                payload = json.dumps(payload).encode()
+            return await self.respond(writer, status, payload, keep)
         if mode == "html":
             page = b"<!DOCTYPE html><html><body><h1>Internal Server Error</h1><p>faultproxy</p></body></html>\n"
             return await self.respond(writer, 500, page, keep, ctype="text/html; charset=utf-8")

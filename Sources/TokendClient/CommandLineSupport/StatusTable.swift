@@ -30,7 +30,9 @@ public enum StatusTable {
         let rows = credentials.sorted { $0.userIdentifier < $1.userIdentifier }.map { row($0, now: now) }
         output += table(addingLeaseColumn(
             [columns] + rows, sorted: credentials.sorted { $0.userIdentifier < $1.userIdentifier }, shared: daemon?.node != nil, now: now))
-        let notes = credentials.sorted { $0.userIdentifier < $1.userIdentifier }.compactMap { sessionNote($0, now: now) }
+        let notes = credentials.sorted { $0.userIdentifier < $1.userIdentifier }.flatMap {
+            [sessionNote($0, now: now), lifetimeNote($0)].compactMap { $0 }
+        }
         if !notes.isEmpty { output += "\n" + notes.map { $0 + "\n" }.joined() }
         return output
     }
@@ -48,6 +50,17 @@ public enum StatusTable {
         let days = remaining / 86_400
         let within = days >= 2 ? "\(days) days" : days == 1 ? "1 day" : DurationText.format(seconds: remaining)
         return "\(clean(status.userIdentifier)): the login ends in \(DurationText.format(seconds: remaining)); reauthenticate within \(within)"
+    }
+
+    /// `alice: its tokens live 3s, no longer than the provider's refresh_margin; each is refreshed
+    /// at about two thirds of its lifetime`, for a credential whose tokens are that short-lived.
+    /// - Parameter status: the credential.
+    public static func lifetimeNote(_ status: CredentialStatus) -> String? {
+        guard status.shorterThanMargin == true else { return nil }
+        let (lifetime, overflow) = status.expiresAt.subtractingReportingOverflow(status.issuedAt)
+        let shown = overflow || lifetime < 0 ? "?" : DurationText.format(seconds: lifetime)
+        return "\(clean(status.userIdentifier)): its tokens live \(shown), no longer than the provider's refresh_margin; "
+            + "each is refreshed at about two thirds of its lifetime"
     }
 
     /// `tokend 0.3.1, up 2d 4h; 3 credentials: 2 valid, 1 retrying; next refresh in 4m 10s`.

@@ -6,8 +6,11 @@ public struct TokenResponse: Sendable, Hashable {
     public var accessToken: SecretString
     public var refreshToken: SecretString?
     public var tokenType: String
-    /// `expires_in`, when present.
+    /// `expires_in`, when present and a positive number of seconds.
     public var expiresIn: Duration?
+    /// Why an `expires_in` that was present is not used: the token's lifetime is then taken
+    /// from its JWT `exp`, or assumed (``lifetime(receivedAt:assumed:)``).
+    public var expiresInIgnored: UnusableExpiresIn?
     public var scope: String?
     /// An OpenID Connect ID token, when present.
     public var idToken: SecretString?
@@ -88,12 +91,15 @@ extension TokenResponse {
             response.tokenType = text
         }
         if let expires = object["expires_in"], !expires.isNull {
-            // Some servers send expires_in as a string ("3600").
-            let seconds = expires.int64Value ?? expires.stringValue.flatMap { Int64($0) }
-            guard let seconds, seconds >= 0, seconds <= 100 * 365 * 86400 else {
-                throw TokenResponseError("expires_in is not a number of seconds")
+            // Some servers send expires_in as a string ("3600"). A value that cannot be used does
+            // not make the tokens unusable: the provider issued them (and may have rotated the
+            // refresh token), so they are kept and the lifetime comes from elsewhere.
+            switch expires.int64Value ?? expires.stringValue.flatMap({ Int64($0) }) {
+            case nil: response.expiresInIgnored = .notANumber
+            case let seconds? where seconds < 0: response.expiresInIgnored = .negative
+            case 0: response.expiresInIgnored = .zero
+            case let seconds?: response.expiresIn = .seconds(seconds)  // Huge values: max_token_age caps the deadline.
             }
-            response.expiresIn = .seconds(seconds)
         }
         if let scope = object["scope"], !scope.isNull {
             guard let text = scope.stringValue else { throw TokenResponseError("scope is not a string") }
@@ -111,20 +117,60 @@ extension TokenResponse {
     }
 
     /// When the access token expires and when it was issued: from the JWT's `exp` and `iat`
-    /// when it is a JWT, else from `expires_in` counted from `receivedAt`.
-    /// - Throws: when neither `expires_in` nor a JWT `exp` says when the token expires.
-    public func lifetime(receivedAt: Timestamp) throws(TokenResponseError) -> (issuedAt: Timestamp, expiresAt: Timestamp) {
+    /// when it is a JWT, else from `expires_in` counted from `receivedAt`, else — the provider
+    /// did not say — `assumed` from `receivedAt`, with the reason in
+    /// ``TokenLifetime/assumedBecause``.
+    public func lifetime(receivedAt: Timestamp, assumed: Duration) -> TokenLifetime {
         let claims = JWTTimeClaims(jwt: accessToken.value)
         let issuedAt = claims?.issuedAt ?? receivedAt
-        let expiresAt: Timestamp
-        if let exp = claims?.expiresAt {
-            expiresAt = exp
-        } else if let expiresIn {
-            expiresAt = receivedAt + expiresIn
-        } else {
-            throw TokenResponseError("the response has neither expires_in nor a JWT exp, so the token's lifetime is unknown")
+        if let exp = claims?.expiresAt { return TokenLifetime(issuedAt: issuedAt, expiresAt: exp) }
+        if let expiresIn { return TokenLifetime(issuedAt: issuedAt, expiresAt: receivedAt + expiresIn) }
+        return TokenLifetime(
+            issuedAt: issuedAt, expiresAt: receivedAt + assumed,
+            assumedBecause: expiresInIgnored?.description ?? "the response has neither expires_in nor a JWT exp"
+        )
+    }
+
+    /// The lifetime a caller states when it hands tokend a token (`AddCredential`): as
+    /// ``lifetime(receivedAt:assumed:)``, except that nothing is assumed: `expires_in` 0 is a
+    /// token that has already expired, and no usable lifetime at all is an error.
+    public func statedLifetime(receivedAt: Timestamp) throws(TokenResponseError) -> TokenLifetime {
+        var lifetime = lifetime(receivedAt: receivedAt, assumed: .zero)
+        guard lifetime.assumedBecause != nil else { return lifetime }
+        guard expiresInIgnored == .zero else {
+            throw TokenResponseError("\(lifetime.assumedBecause!), so the token's lifetime is unknown")
         }
-        return (issuedAt, expiresAt)
+        lifetime.assumedBecause = nil
+        return lifetime
+    }
+}
+
+/// An `expires_in` that says nothing usable about when a token expires.
+public enum UnusableExpiresIn: Sendable, Hashable, CustomStringConvertible {
+    case zero, negative, notANumber
+
+    /// Names the problem, never the value (a server may put anything there).
+    public var description: String {
+        switch self {
+        case .zero: "expires_in is 0"
+        case .negative: "expires_in is negative"
+        case .notANumber: "expires_in is not a whole number of seconds"
+        }
+    }
+}
+
+/// When a token was issued and when it expires.
+public struct TokenLifetime: Sendable, Hashable {
+    public var issuedAt: Timestamp
+    public var expiresAt: Timestamp
+    /// Set when the provider's answer did not say when the token expires and the provider's
+    /// `assumed_lifetime` was used instead: why.
+    public var assumedBecause: String?
+
+    public init(issuedAt: Timestamp, expiresAt: Timestamp, assumedBecause: String? = nil) {
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.assumedBecause = assumedBecause
     }
 }
 

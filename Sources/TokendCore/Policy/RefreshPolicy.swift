@@ -9,7 +9,8 @@ public struct RefreshPolicy: Sendable, Hashable {
     public var sessionWarningLead: Duration
     /// Refresh when this fraction of the token's lifetime has passed (before jitter).
     public var refreshAtFraction: Double
-    /// Never plan a refresh closer to the deadline than this.
+    /// Never plan a refresh closer to the deadline than this (`refresh_margin`), except for a
+    /// token that does not live three times as long: then a third of its lifetime.
     public var minimumMargin: Duration
     /// Random spread added before the planned point (as a fraction of the lifetime), so tokens
     /// issued together are not refreshed together.
@@ -17,6 +18,11 @@ public struct RefreshPolicy: Sendable, Hashable {
     /// Whether the token's `exp` also ends the login: for providers whose renewed tokens keep
     /// the first token's `exp` (HAT), after which only a new login helps.
     public var expiryEndsSession: Bool = false
+    /// The lifetime given to a token whose provider does not say when it expires (no JWT `exp`,
+    /// and `expires_in` missing, 0, negative or not a number): `assumed_lifetime`. Short, so a
+    /// wrong guess costs little: an API that refuses the token earlier gets a new one through
+    /// `rejectedToken`.
+    public var assumedLifetime: Duration = .seconds(300)
 
     public static let defaultMaxTokenAge: Duration = .seconds(30 * 24 * 3600)
 
@@ -55,15 +61,10 @@ public struct RefreshPolicy: Sendable, Hashable {
         return min(end ?? credential.expiresAt, credential.expiresAt)
     }
 
-    /// When to refresh proactively: at `refreshAtFraction` of the span from `issuedAt` to the
-    /// deadline, moved earlier by `jitter` (a value in 0...1 that the caller draws at random),
-    /// and never later than `deadline - minimumMargin`.
+    /// When to refresh a token that no grant has replaced yet: ``plan(of:jitter:)`` without
+    /// the spacing after a last grant.
     public func refreshPoint(of credential: Credential, jitter: Double) -> Timestamp {
-        let deadline = deadline(of: credential)
-        let lifetime = max(Int64(0), (deadline - credential.issuedAt).milliseconds)
-        let fraction = max(0, refreshAtFraction - jitterFraction * min(max(jitter, 0), 1))
-        let planned = credential.issuedAt + .milliseconds(Int64(Double(lifetime) * fraction))
-        return min(planned, deadline - minimumMargin)
+        plan(issuedAt: credential.issuedAt, deadline: deadline(of: credential), lastGrantAt: nil, jitter: jitter).refreshAt
     }
 }
 

@@ -9,14 +9,17 @@ extension Credential {
     /// When both the current and the new access token are JWTs naming a subject (`sub`), the
     /// subjects must match: a server (or something between) answering with another user's
     /// token must not turn this credential into that user's. Opaque tokens cannot be checked.
-    /// - Throws: `TokenResponseError` when the response does not say when the token expires, or
-    ///   names another subject.
-    public func refreshed(with response: TokenResponse, receivedAt: Timestamp) throws(TokenResponseError) -> Credential {
+    /// When the response does not say when the token expires, `assumedLifetime` is used
+    /// (``TokenResponse/lifetime(receivedAt:assumed:)``).
+    /// - Throws: `TokenResponseError` when the new token names another subject.
+    public func refreshed(
+        with response: TokenResponse, receivedAt: Timestamp, assumedLifetime: Duration = RefreshPolicy().assumedLifetime
+    ) throws(TokenResponseError) -> Credential {
         if let current = JWTTimeClaims(jwt: accessToken.value)?.subject,
            let new = JWTTimeClaims(jwt: response.accessToken.value)?.subject, current != new {
             throw TokenResponseError("the new access token is for another subject than the credential's")
         }
-        let lifetime = try response.lifetime(receivedAt: receivedAt)
+        let lifetime = response.lifetime(receivedAt: receivedAt, assumed: assumedLifetime)
         var next = self
         next.accessToken = response.accessToken
         if let rotated = response.refreshToken { next.refreshToken = rotated }

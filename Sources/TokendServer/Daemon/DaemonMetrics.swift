@@ -14,6 +14,8 @@ enum MetricName {
     static let connectionsAccepted = "tokend_connections_accepted_total"
     static let connectionsRefused = "tokend_connections_refused_total"
     static let nextRefresh = "tokend_next_refresh_seconds"
+    /// Credentials whose tokens live no longer than their provider's `refresh_margin`.
+    static let shortLived = "tokend_credentials_shorter_than_margin"
     static let reloads = "tokend_reloads_total"
 }
 
@@ -133,6 +135,7 @@ final class RequestMetrics: Sendable {
 final class StateGauges: Sendable {
     private let byState: [CredentialState: Gauge]
     private let nextRefresh: Gauge
+    private let shortLived: Gauge
     private let connections: Gauge
     private let accepted: Counter
     private let refused: Counter
@@ -146,6 +149,7 @@ final class StateGauges: Sendable {
         }
         self.byState = byState
         nextRefresh = Gauge(label: MetricName.nextRefresh, factory: factory)
+        shortLived = Gauge(label: MetricName.shortLived, factory: factory)
         connections = Gauge(label: MetricName.connections, factory: factory)
         accepted = Counter(label: MetricName.connectionsAccepted, factory: factory)
         refused = Counter(label: MetricName.connectionsRefused, factory: factory)
@@ -155,11 +159,14 @@ final class StateGauges: Sendable {
     func update(view: CredentialView, limiter: ConnectionLimiter, now: Timestamp) {
         var counts: [CredentialState: Int] = [:]
         var next: Timestamp?
+        var shorterThanMargin = 0
         for entry in view.unsortedSnapshot() {
             counts[entry.effectiveState(now: now), default: 0] += 1
+            if entry.shorterThanMargin { shorterThanMargin += 1 }
             if let due = entry.nextRefreshAt, due < (next ?? due + .seconds(1)) { next = due }
         }
         for (state, gauge) in byState { gauge.record(counts[state] ?? 0) }
+        shortLived.record(shorterThanMargin)
         // Seconds until the next planned refresh; -1 when none is planned.
         if let next {
             nextRefresh.record(Double(max(0, (next - now).milliseconds)) / 1000)

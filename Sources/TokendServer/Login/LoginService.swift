@@ -133,7 +133,7 @@ struct LoginService: Sendable {
             throw .loginFailed(user, reason: error.reason, oauthError: error.oauthError)
         }
         do {
-            try await registry.add(request, caller: session.caller)
+            try await registry.add(request, caller: session.caller, answeredByProvider: true)
         } catch {
             logger.notice("login failed: the credential was not stored", metadata: metadata.merging(["error": "\(error.name)"]) { $1 })
             throw error

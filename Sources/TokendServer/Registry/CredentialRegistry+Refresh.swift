@@ -28,20 +28,28 @@ extension CredentialRegistry {
             throw .reauthenticationRequired(userIdentifier, reason: entry.status.lastError ?? "the login has ended")
         }
         if inFlight[userIdentifier] == nil, reason.isCallerTriggered {
-            // A client stuck on 401s must not hammer the provider: one caller-triggered refresh
-            // per credential per interval. A token that was just refreshed is as fresh as the
-            // provider makes them, so it is served if it is valid at all.
-            let lastRefresh = max(entry.status.lastRefreshAt ?? Timestamp(millisecondsSince1970: 0), lastForced[userIdentifier] ?? Timestamp(millisecondsSince1970: 0))
-            let nextAllowed = lastRefresh + limits.forcedRefreshInterval
-            if current < nextAllowed {
-                if case .tooShortLived = reason, current < entry.deadline { return entry }
+            switch CallerRefreshRule.decide(
+                tokenValid: current < entry.deadline, rejectedByAPI: reason.isRejection,
+                lastRefreshAt: entry.status.lastRefreshAt, lastForcedAt: lastForced[userIdentifier],
+                retryAt: entry.status.state == .retrying ? entry.status.retryAt : nil,
+                interval: limits.forcedRefreshInterval, now: current
+            ) {
+            case .refresh:
+                lastForced[userIdentifier] = current
+            case .serveCurrent:
+                return entry
+            case .refuseRecentlyRefreshed(let nextAllowed):
                 throw .refreshFailed(
                     userIdentifier,
                     reason: "the token was refreshed less than \(DurationFormat.humanReadable(limits.forcedRefreshInterval)) ago; another refresh is allowed in \(DurationFormat.humanReadable(nextAllowed - current))",
                     retryAt: nextAllowed.secondsSince1970
                 )
+            case .refuseFailing(let retryAt):
+                throw .refreshFailed(
+                    userIdentifier, reason: "the token has expired and refreshing it failed: \(entry.status.lastError ?? "unknown reason"); the next attempt is in \(DurationFormat.humanReadable(retryAt - current))",
+                    retryAt: retryAt.secondsSince1970
+                )
             }
-            lastForced[userIdentifier] = current
         }
         switch await join(userIdentifier, reason: reason) {
         case .refreshed(let fresh): return fresh
@@ -247,8 +255,9 @@ extension CredentialRegistry {
         switch outcome {
         case .success(let response):
             var next: Credential
+            let policy = provider.refreshPolicy
             do {
-                next = try credential.refreshed(with: response, receivedAt: received)
+                next = try credential.refreshed(with: response, receivedAt: received, assumedLifetime: policy.assumedLifetime)
             } catch {
                 // The provider issued tokens (and may have rotated the refresh token): unknown.
                 return await recordTransientFailure(
@@ -257,6 +266,34 @@ extension CredentialRegistry {
                 )
             }
             let rotated = response.refreshToken != nil
+            if let reason = response.lifetime(receivedAt: received, assumed: policy.assumedLifetime).assumedBecause {
+                noteAssumedLifetime(provider: provider, reason: reason)
+            }
+            // A token no fresher than the one it replaces is kept (the refresh token may have
+            // rotated) but does not count as a refresh: the next grant waits a backoff.
+            let freshness = policy.freshness(of: next, replacing: credential, receivedAt: received)
+            var staleness: String?
+            switch freshness {
+            case .fresher: break
+            case .noFresher(let deadline):
+                staleness = "the provider answered with a token no fresher than the one it replaces (it expires in \(DurationFormat.humanReadable(deadline - received)))"
+            case .expiredOnArrival:
+                staleness = "the provider answered with a token that had already expired (check the provider's and this host's clocks)"
+            }
+            if freshness == .expiredOnArrival {
+                // Nothing to serve in it: the current token stays (it may still be valid), the
+                // new refresh token is kept.
+                next.accessToken = credential.accessToken
+                (next.tokenType, next.scope) = (credential.tokenType, credential.scope)
+                (next.issuedAt, next.expiresAt) = (credential.issuedAt, credential.expiresAt)
+            }
+            let attempts = (failures[user] ?? 0) + 1
+            if let staleness {
+                next.status.state = .retrying
+                next.status.lastError = staleness
+                let backoff = Backoff(initial: limits.retryInitial, maximum: limits.retryMaximum)
+                next.status.retryAt = received + backoff.delay(attempt: attempts, random: Double.random(in: 0..<1))
+            }
             do {
                 // Rotation is durable before any caller sees the new access token.
                 next = try await store.update(next, expectedGeneration: credential.generation, grouping: grouping)
@@ -271,6 +308,18 @@ extension CredentialRegistry {
                 // would (the provider may have rotated the refresh token it still holds).
                 planRetry(user, after: limits.retryInitial)
                 return .failed(.storageFailed("the refreshed token could not be stored"))
+            }
+            if let staleness, let retryAt = next.status.retryAt {
+                failures[user] = attempts
+                let entry = updateView(next, provider: provider)
+                logger.warning("refresh brought no fresher token; will retry", metadata: [
+                    "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(staleness)", "attempt": "\(attempts)",
+                    "retry_in": "\(DurationFormat.humanReadable(retryAt - received))", "credential_state": "retrying", "rotated": "\(rotated)",
+                ])
+                if freshness == .expiredOnArrival {
+                    return .failed(.refreshFailed(user, reason: staleness, retryAt: retryAt.secondsSince1970))
+                }
+                return .refreshed(entry)
             }
             failures[user] = nil
             let entry = updateView(next, provider: provider)

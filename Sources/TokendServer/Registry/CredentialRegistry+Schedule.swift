@@ -28,6 +28,7 @@ extension CredentialRegistry {
         warnings.cancel(user)
         guard let provider = providers[providerName] else { return }
         let events = Self.plannedEvents(status: status, hasRefreshToken: hasRefreshToken, times: times, provider: provider, now: now())
+        if let plan = events.plan, plan.shorterThanMargin { noteShortLivedTokens(provider: provider, lifetime: plan.lifetime) }
         if let warnAt = events.warnAt { warnings.schedule(user, at: warnAt) }
         guard let due = events.due else { return }
         // A credential whose grant is in flight (marked `refreshing` by it) gets its next event
@@ -52,8 +53,8 @@ extension CredentialRegistry {
     nonisolated static func plannedEvents(
         status: RefreshStatus, hasRefreshToken: Bool,
         times: (issuedAt: Timestamp, expiresAt: Timestamp, sessionStartedAt: Timestamp), provider: ProviderConfiguration, now: Timestamp
-    ) -> (due: Timestamp?, warnAt: Timestamp?) {
-        guard status.state != .reauthenticationRequired else { return (nil, nil) }
+    ) -> (due: Timestamp?, warnAt: Timestamp?, plan: RefreshPlan?) {
+        guard status.state != .reauthenticationRequired else { return (nil, nil, nil) }
         let policy = provider.refreshPolicy
         let shape = Credential(
             userIdentifier: "", provider: provider.name, accessToken: SecretString(""), refreshToken: nil, tokenType: "",
@@ -67,6 +68,7 @@ extension CredentialRegistry {
             let lead = sessionEnd - policy.sessionWarningLead
             if lead > now { warnAt = lead } else if sessionEnd > now { warnAt = now }
         }
+        let plan = policy.plan(issuedAt: times.issuedAt, deadline: deadline, lastGrantAt: status.lastRefreshAt, jitter: JitterSource.next())
         let due: Timestamp
         if status.state == .retrying, let retryAt = status.retryAt {
             due = retryAt
@@ -74,11 +76,33 @@ extension CredentialRegistry {
             // Refreshing cannot outlive the login: the next event is its end.
             due = sessionEnd
         } else if hasRefreshToken || !isOAuth(provider) {
-            due = policy.refreshPoint(of: shape, jitter: JitterSource.next())
+            due = plan.refreshAt
         } else {
-            return (nil, warnAt)  // Nothing can renew it; it is served until its deadline.
+            return (nil, warnAt, plan)  // Nothing can renew it; it is served until its deadline.
         }
-        return (due, warnAt)
+        return (due, warnAt, plan)
+    }
+
+    /// A provider's tokens live no longer than its `refresh_margin`: said once per provider
+    /// in the journal (the margin is shortened to a third of the lifetime, see
+    /// ``RefreshPolicy/plan(issuedAt:deadline:lastGrantAt:jitter:)``); per credential, status
+    /// and metrics show it (``ViewEntry/shorterThanMargin``).
+    func noteShortLivedTokens(provider: ProviderConfiguration, lifetime: Duration) {
+        guard shortLivedProviders.insert(provider.name).inserted else { return }
+        logger.warning("tokens live no longer than refresh_margin; refreshing at two thirds of their lifetime instead", metadata: [
+            "provider": "\(provider.name)", "token_lifetime": "\(DurationFormat.humanReadable(lifetime))",
+            "refresh_margin": "\(DurationFormat.humanReadable(provider.refreshPolicy.minimumMargin))",
+        ])
+    }
+
+    /// A provider's answer did not say when its token expires: said once per provider, with
+    /// the lifetime used instead (`assumed_lifetime`).
+    func noteAssumedLifetime(provider: ProviderConfiguration, reason: String) {
+        guard assumedLifetimeProviders.insert(provider.name).inserted else { return }
+        logger.warning("token lifetime unknown; assuming assumed_lifetime", metadata: [
+            "provider": "\(provider.name)", "problem": "\(reason)",
+            "assumed_lifetime": "\(DurationFormat.humanReadable(provider.refreshPolicy.assumedLifetime))",
+        ])
     }
 
     private nonisolated static func isOAuth(_ provider: ProviderConfiguration) -> Bool {

@@ -39,6 +39,10 @@ actor CredentialRegistry {
     var warnings = RefreshSchedule()
     var failures: [String: Int] = [:]
     var lastForced: [String: Timestamp] = [:]
+    /// Providers whose short-lived tokens the journal has mentioned (once each).
+    var shortLivedProviders: Set<String> = []
+    /// Providers whose tokens' unknown lifetime the journal has mentioned (once each).
+    var assumedLifetimeProviders: Set<String> = []
     var buckets: [String: TokenBucket] = [:]
     var sleeper: CheckedContinuation<Void, Never>?
     var sleepTarget: Timestamp?
@@ -102,6 +106,9 @@ actor CredentialRegistry {
             due += chunk.due
             warnings.schedule(contentsOf: chunk.warn)
             recovering += chunk.recovering
+            for (name, lifetime) in chunk.shortLived.sorted(by: { $0.key < $1.key }) {
+                if let provider = providers[name] { noteShortLivedTokens(provider: provider, lifetime: lifetime) }
+            }
             for provider in chunk.unknownProviders.sorted() {
                 logger.warning("credentials refer to a provider that is not configured", metadata: ["provider": "\(provider)"])
             }
@@ -122,6 +129,8 @@ actor CredentialRegistry {
         var warn: [(userIdentifier: String, due: Timestamp)] = []
         var recovering = 0
         var unknownProviders: Set<String> = []
+        /// Providers whose tokens live no longer than their margin, with a lifetime seen.
+        var shortLived: [String: Duration] = [:]
     }
 
     /// Plans each credential and builds its view entry; pure, so chunks run in parallel.
@@ -154,6 +163,7 @@ actor CredentialRegistry {
                     times: (credential.issuedAt, credential.expiresAt, credential.sessionStartedAt), provider: configuration, now: current
                 )
                 nextRefreshAt = events.due
+                if let plan = events.plan, plan.shorterThanMargin { chunk.shortLived[configuration.name] = plan.lifetime }
                 if let warnAt = events.warnAt { chunk.warn.append((credential.userIdentifier, warnAt)) }
             }
             if let nextRefreshAt { chunk.due.append((credential.userIdentifier, nextRefreshAt)) }
@@ -195,7 +205,10 @@ actor CredentialRegistry {
 
     // MARK: Add and remove
 
-    func add(_ request: AddCredentialRequest, caller: CallerIdentity) async throws(VarlinkError) {
+    /// Stores a credential. `answeredByProvider`: the tokens come straight from the provider's
+    /// token endpoint (a login), so an answer without a usable lifetime gets `assumed_lifetime`,
+    /// as a refresh's would; a caller's `AddCredential` must say when its token expires.
+    func add(_ request: AddCredentialRequest, caller: CallerIdentity, answeredByProvider: Bool = false) async throws(VarlinkError) {
         guard Identifier.isValid(request.userIdentifier) else { throw .invalidParameter("userIdentifier") }
         guard settings.current.providers[request.provider] != nil else { throw .unknownProvider(request.provider) }
         let readers = try EnrolmentRules.readers(requested: request.readers, caller: caller)
@@ -215,14 +228,18 @@ actor CredentialRegistry {
         object.setIfPresent("scope", request.scope.map(JSONValue.string))
         let received = now()
         let response: TokenResponse
-        let lifetime: (issuedAt: Timestamp, expiresAt: Timestamp)
+        let lifetime: TokenLifetime
+        let provider = settings.current.providers[request.provider]!
         do {
-            // The same validation as a token endpoint's answer: printable tokens, a known lifetime.
+            // The same validation as a token endpoint's answer.
             response = try TokenResponse.parse(object)
-            lifetime = try response.lifetime(receivedAt: received)
+            lifetime = answeredByProvider
+                ? response.lifetime(receivedAt: received, assumed: provider.refreshPolicy.assumedLifetime)
+                : try response.statedLifetime(receivedAt: received)
         } catch {
             throw .invalidCredential(error.description)
         }
+        if let reason = lifetime.assumedBecause { noteAssumedLifetime(provider: provider, reason: reason) }
         if request.refreshToken == nil, !isHAT {
             logger.info("credential has no refresh token; it is served until it expires", metadata: ["user_identifier": "\(request.userIdentifier)"])
         }

@@ -18,6 +18,12 @@ enum RefreshReason: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// A caller reported the token as refused by an API.
+    var isRejection: Bool {
+        if case .rejectedByAPI = self { return true }
+        return false
+    }
+
     var description: String {
         switch self {
         case .proactive: "proactive"

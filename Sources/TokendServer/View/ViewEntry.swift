@@ -27,6 +27,9 @@ final class ViewEntry: Sendable {
     /// served past it.
     let deadline: Timestamp
     let sessionEndsAt: Timestamp?
+    /// The token lives no longer than its provider's `refresh_margin`, which planning then
+    /// shortens (``RefreshPolicy/plan(issuedAt:deadline:lastGrantAt:jitter:)``).
+    let shorterThanMargin: Bool
     let readers: [Reader]
     let resolvedReaders: ResolvedReaders
     let enrolment: Enrolment
@@ -78,6 +81,7 @@ final class ViewEntry: Sendable {
         sessionStartedAt = credential.sessionStartedAt
         deadline = policy.deadline(of: credential)
         sessionEndsAt = policy.sessionEnd(of: credential)
+        shorterThanMargin = deadline - credential.issuedAt <= policy.minimumMargin
         readers = credential.readers
         self.resolvedReaders = resolvedReaders
         enrolment = credential.enrolment
@@ -129,7 +133,7 @@ final class ViewEntry: Sendable {
     }
 
     func credentialStatus(now: Timestamp) -> CredentialStatus {
-        CredentialStatus(
+        var status = CredentialStatus(
             userIdentifier: userIdentifier,
             provider: provider,
             state: effectiveState(now: now).rawValue,
@@ -144,5 +148,7 @@ final class ViewEntry: Sendable {
             readers: readers.map(\.description),
             enrolledByUid: Int64(enrolment.uid)
         )
+        if shorterThanMargin { status.shorterThanMargin = true }
+        return status
     }
 }
