@@ -4,9 +4,12 @@
 set -euo pipefail
 
 need=()
-for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql; do
+for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql git; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
+# kubectl for the credential-helper tests: Debian's kubernetes-client, unless the machine
+# already has a kubectl (another package owning /usr/bin/kubectl would make it conflict).
+command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
 if ((${#need[@]})); then
   echo "setup: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -58,11 +58,7 @@ extension TokendClient {
             countCacheHit()
             return credentials
         }
-        var parameters: JSONObject = ["userIdentifier": .string(userIdentifier)]
-        if seconds > 0 { parameters["minValidSeconds"] = .int(seconds) }
-        if let rejectedToken { parameters["rejectedToken"] = .string(rejectedToken) }
-        let call = VarlinkCall(method: method, parameters: parameters)
-
+        let call = Self.tokenCall(userIdentifier, minValiditySeconds: seconds, rejectedToken: rejectedToken)
         let reply: VarlinkReply
         do {
             reply = try await singleReply(call)
@@ -71,22 +67,7 @@ extension TokendClient {
             if error.endsCredential { cache.withLock { $0.remove(userIdentifier) } }
             throw error
         }
-        let credentials: Credentials
-        do {
-            guard let object = try ParameterReader(reply.parameters).optionalObject("credentials") else {
-                throw VarlinkError.invalidParameter("credentials")
-            }
-            credentials = try Credentials(json: object)
-        } catch {
-            throw Self.invalidReply(call, error)
-        }
-        guard credentials.userIdentifier == userIdentifier else {
-            throw TokendClientError(
-                code: .protocolError,
-                message: "tokend answered \(method) with another user's credentials",
-                method: method
-            )
-        }
+        let credentials = try Self.credentials(in: reply, of: call, for: userIdentifier)
         cache.withLock { $0.store(credentials, now: WallClock.nowSeconds()) }
         return credentials
     }
@@ -248,6 +229,33 @@ extension TokendClient {
                 method: method
             )
         }
+    }
+
+    /// A ProvideTokenReplacement call.
+    static func tokenCall(_ userIdentifier: String, minValiditySeconds seconds: Int64, rejectedToken: String?) -> VarlinkCall {
+        var parameters: JSONObject = ["userIdentifier": .string(userIdentifier)]
+        if seconds > 0 { parameters["minValidSeconds"] = .int(seconds) }
+        if let rejectedToken { parameters["rejectedToken"] = .string(rejectedToken) }
+        return VarlinkCall(method: TokenProviderMethod.provideTokenReplacement.rawValue, parameters: parameters)
+    }
+
+    /// The `credentials` of a reply to `call` (ProvideTokenReplacement, Watch), which must be
+    /// `userIdentifier`'s.
+    static func credentials(in reply: VarlinkReply, of call: VarlinkCall, for userIdentifier: String) throws(TokendClientError) -> Credentials {
+        let credentials: Credentials
+        do {
+            guard let object = try ParameterReader(reply.parameters).optionalObject("credentials") else {
+                throw VarlinkError.invalidParameter("credentials")
+            }
+            credentials = try Credentials(json: object)
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
+        guard credentials.userIdentifier == userIdentifier else {
+            throw TokendClientError(
+                code: .protocolError, message: "tokend answered \(call.method) with another user's credentials", method: call.method)
+        }
+        return credentials
     }
 
     static func invalidReply(_ call: VarlinkCall, _ error: any Error) -> TokendClientError {

@@ -185,22 +185,9 @@ private struct Watcher: Sendable {
         }
         let credentials: Credentials
         do {
-            guard let object = try ParameterReader(reply.parameters).optionalObject("credentials") else {
-                throw VarlinkError.invalidParameter("credentials")
-            }
-            credentials = try Credentials(json: object)
+            credentials = try TokendClient.credentials(in: reply, of: call, for: userIdentifier)
         } catch {
-            shared.withLock { $0.terminal = TokendClient.invalidReply(call, error) }
-            return false
-        }
-        guard credentials.userIdentifier == userIdentifier else {
-            shared.withLock {
-                $0.terminal = TokendClientError(
-                    code: .protocolError,
-                    message: "tokend answered \(call.method) with another user's credentials",
-                    method: call.method
-                )
-            }
+            shared.withLock { $0.terminal = error }
             return false
         }
         let isNew = shared.withLock { state -> Bool in

@@ -123,7 +123,7 @@ public final class TokendClient: Sendable {
         return defaultSocketPath
     }
 
-    private static func environmentValue(_ name: String) -> String? {
+    static func environmentValue(_ name: String) -> String? {
         getenv(name).map { String(cString: $0) }
     }
 

@@ -3,7 +3,7 @@ import TokendClient
 
 extension Tokenctl {
     /// `tokenctl token USER [--min-valid SECONDS] [--rejected-token-stdin]`.
-    struct Token: AsyncParsableCommand {
+    struct Token: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print a fresh access token for a user, and nothing else.",
             discussion: """
@@ -35,7 +35,7 @@ extension Tokenctl {
             try UserArgument.validate(user)
         }
 
-        func run() async throws {
+        func run() throws {
             var rejectedToken: String?
             if rejectedTokenFromStandardInput {
                 let bytes: [UInt8]
@@ -48,19 +48,10 @@ extension Tokenctl {
                 guard !token.isEmpty else { throw Terminal.failInput("--rejected-token-stdin: stdin is empty") }
                 rejectedToken = token
             }
-            let client = global.makeClient()
-            let credentials: Credentials
-            do {
-                credentials = try await client.credentials(
-                    for: user,
-                    minValidity: validity.duration,
-                    rejectedToken: rejectedToken
-                )
-            } catch {
-                throw Terminal.fail(error)
-            }
-            await client.close()
-            print(credentials.accessToken)
+            let common = OneShotCommandLine.Common(
+                user: user, socket: global.socket, timeoutSeconds: global.timeout, minValidSeconds: validity.seconds)
+            let status = OneShotCommands.token(common, rejectedToken: rejectedToken)
+            if status != TokenctlExitStatus.success { throw ExitCode(status) }
         }
     }
 }

@@ -1,8 +1,30 @@
 import ArgumentParser
+import Dispatch
 import TokendClient
 
-/// `tokenctl`: asks tokend for tokens and manages its credentials, through `TokendClient`.
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where tokenctl starts. The command lines that shells, git and kubectl run for every token
+/// (``OneShotCommandLine``) are answered at once, on this thread: no argument parser, no
+/// concurrency runtime, no event-loop group. Everything else goes to the full parser.
 @main
+enum TokenctlMain {
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if let command = OneShotCommandLine.parse(arguments) { exit(OneShotCommands.run(command)) }
+        // The full parser's commands are async and may need the main actor: run the main
+        // queue until the command ends.
+        Task { @MainActor in
+            await Tokenctl.main(arguments)
+            exit(TokenctlExitStatus.success)
+        }
+        dispatchMain()
+    }
+}
+
+/// `tokenctl`: asks tokend for tokens and manages its credentials, through `TokendClient`.
 struct Tokenctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tokenctl",
@@ -17,15 +39,29 @@ struct Tokenctl: AsyncParsableCommand {
             Shell completion: tokenctl --generate-completion-script bash (or zsh, fish) prints \
             a script to install, e.g. as /usr/share/bash-completion/completions/tokenctl.
             """,
-        subcommands: [Status.self, Token.self, Watch.self, Exec.self, Add.self, Login.self, Remove.self, RotateKey.self],
+        version: TokendVersion.string,
+        subcommands: [
+            Status.self, Token.self, Watch.self, Exec.self, Add.self, Login.self, Remove.self, RotateKey.self, GitCredential.self,
+            KubeCredential.self,
+        ],
         defaultSubcommand: Status.self
     )
 
     /// ArgumentParser's `main`, except that usage errors exit with 2 (see the exit status
     /// table) instead of `EX_USAGE` (64).
-    static func main() async {
+    static func main(_ commandLine: [String]) async {
         do {
-            var command = try await asyncParseAsRoot(nil)
+            // Global options may stand before the subcommand, as with git, systemctl, kubectl.
+            let arguments: [String]
+            do {
+                arguments = try GlobalArguments.normalize(
+                    commandLine, subcommands: Set(configuration.subcommands.map { $0._commandName }),
+                    optionsWithValue: ["--socket", "--timeout"], flags: ["--json"], defaultSubcommand: Status._commandName)
+            } catch {
+                Terminal.writeError("tokenctl: \(error.description)")
+                Terminal.exitProcess(TokenctlExitStatus.usage)
+            }
+            var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

@@ -279,7 +279,7 @@ func constantTimeEquals(_ a: String, _ b: String) -> Bool {
 
 /// Facts about this daemon for `GetInfo` and `Status`.
 struct DaemonInfo: Sendable {
-    static let version = "0.1.0"
+    static let version = TokendVersion.string
     let version: String
     let startedAt: Timestamp
 

@@ -8,17 +8,11 @@ final class FaultProxy: @unchecked Sendable {
 
     init(upstreamPort: Int, upstreamTLS: Bool = false) throws {
         port = try FreePort.pick()
-        process.executableURL = URL(fileURLWithPath: IdentityProvider.python)
-        process.arguments = [Repository.root + "/Tests/idp/faultproxy.py", "--listen", "\(port)", "--upstream", "\(upstreamPort)"] + (upstreamTLS ? ["--upstream-tls"] : [])
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.configurePythonScript("Tests/idp/faultproxy.py", ["--listen", "\(port)", "--upstream", "\(upstreamPort)"] + (upstreamTLS ? ["--upstream-tls"] : []))
     }
 
     func start() async throws {
-        try process.run()
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !FreePort.isListening(port), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        guard FreePort.isListening(port) else { throw TestFailure("fault proxy did not start") }
+        try await process.startListening(on: port, name: "fault proxy")
     }
 
     var tokenEndpoint: String { "http://127.0.0.1:\(port)/o/token/" }
@@ -113,6 +107,24 @@ struct IdPDaemon {
     func stop() async throws {
         try await daemon.stop()
         await idp.stop()
+    }
+}
+
+extension Process {
+    /// A Python test helper of this repository, run by the test venv's interpreter, its output discarded.
+    func configurePythonScript(_ path: String, _ arguments: [String]) {
+        executableURL = URL(fileURLWithPath: IdentityProvider.python)
+        self.arguments = [Repository.root + "/" + path] + arguments
+        standardOutput = FileHandle.nullDevice
+        standardError = FileHandle.nullDevice
+    }
+
+    /// Runs the process and waits (at most 20 s) until it accepts connections on `port`.
+    func startListening(on port: Int, name: String) async throws {
+        try run()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !FreePort.isListening(port), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        guard FreePort.isListening(port) else { throw TestFailure("\(name) did not start") }
     }
 }
 

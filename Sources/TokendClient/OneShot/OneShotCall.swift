@@ -1,0 +1,180 @@
+import TokendJSON
+import TokendProtocol
+
+import Glibc
+
+/// One Varlink call on a connection of its own, with blocking I/O on the calling thread:
+/// connect, send, read the reply, close.
+///
+/// For short-lived command-line tools (`tokenctl token`, credential helpers for git and
+/// kubectl), where starting an event-loop group costs more than the whole round trip (a
+/// process that makes one call is done before NIO's threads are up). Long-running programs use
+/// ``TokendClient``, which keeps its connection and pipelines calls.
+///
+/// Every step is bounded by one deadline; errors are the ``TokendClientError``s
+/// ``TokendClient`` throws, with the same messages.
+public enum OneShotCall {
+    /// ProvideTokenReplacement as ``TokendClient/credentials(for:minValidity:rejectedToken:)``,
+    /// without the in-process cache (a one-shot process has none worth keeping).
+    public static func credentials(
+        socketPath: String? = nil, for userIdentifier: String, minValidity: Duration = .zero, rejectedToken: String? = nil,
+        timeout: Duration = .seconds(10), maximumMessageBytes: Int = 1 << 20
+    ) throws(TokendClientError) -> Credentials {
+        try TokendClient.checkIdentifier(userIdentifier, name: "userIdentifier", method: TokenProviderMethod.provideTokenReplacement.rawValue)
+        let call = TokendClient.tokenCall(
+            userIdentifier, minValiditySeconds: TokendClient.wholeSecondsRoundingUp(minValidity), rejectedToken: rejectedToken)
+        let path = socketPath ?? TokendClient.socketPath(environment: TokendClient.environmentValue(TokendClient.socketEnvironmentVariable))
+        let reply = try perform(call, socketPath: path, timeout: timeout, maximumMessageBytes: maximumMessageBytes)
+        if let name = reply.error {
+            throw TokendClientError(varlinkErrorName: name, parameters: reply.parameters, call: call)
+        }
+        return try TokendClient.credentials(in: reply, of: call, for: userIdentifier)
+    }
+
+    /// Sends `call` (without `more`) and returns its one reply.
+    public static func perform(
+        _ call: VarlinkCall, socketPath: String, timeout: Duration, maximumMessageBytes: Int = 1 << 20
+    ) throws(TokendClientError) -> VarlinkReply {
+        let deadline = MonotonicDeadline(after: timeout)
+        let socket = try connect(socketPath, deadline: deadline)
+        defer { close(socket) }
+        var message: [UInt8] = []
+        call.encode(into: &message)
+        message.append(0)
+        try send(message, on: socket, deadline: deadline, method: call.method)
+        let bytes = try receive(on: socket, deadline: deadline, limit: maximumMessageBytes, method: call.method)
+        do {
+            return try VarlinkReply.decode(bytes)
+        } catch {
+            throw TokendClientError(code: .protocolError, message: "tokend's reply to \(call.method) is not valid: \(error)", method: call.method)
+        }
+    }
+
+    // MARK: Socket steps
+
+    private static func connect(_ path: String, deadline: MonotonicDeadline) throws(TokendClientError) -> Int32 {
+        let shown = Redaction.display(path, secrets: [])
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !pathBytes.isEmpty, pathBytes.count < capacity else {
+            throw TokendClientError(code: .daemonUnavailable, message: "the socket path \(shown) is too long for a Unix socket")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            buffer.copyBytes(from: pathBytes)
+            buffer[pathBytes.count] = 0
+        }
+        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard socket >= 0 else {
+            throw TokendClientError(code: .daemonUnavailable, message: "cannot create a socket: \(String(cString: strerror(errno)))")
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + 1)
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket, $0, length) }
+        }
+        if result == 0 { return socket }
+        let code = errno
+        if code == EINPROGRESS || code == EAGAIN {
+            // A listener whose backlog is full: wait until it accepts, within the deadline.
+            do {
+                try wait(socket, for: Int16(POLLOUT), deadline: deadline, method: "connect")
+            } catch {
+                close(socket)
+                throw TokendClientError(code: .timeout, message: "connecting to tokend at \(shown) timed out")
+            }
+            var socketError: Int32 = 0
+            var size = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(socket, SOL_SOCKET, SO_ERROR, &socketError, &size)
+            if socketError == 0 { return socket }
+            close(socket)
+            throw connectError(socketError, shown: shown)
+        }
+        close(socket)
+        throw connectError(code, shown: shown)
+    }
+
+    private static func connectError(_ code: Int32, shown: String) -> TokendClientError {
+        switch code {
+        case ENOENT, ENOTDIR:
+            TokendClientError(code: .daemonUnavailable, message: "tokend is not running: there is no socket at \(shown)")
+        case ECONNREFUSED:
+            TokendClientError(code: .daemonUnavailable, message: "tokend is not running: nothing listens on \(shown)")
+        case EACCES, EPERM:
+            TokendClientError(code: .permissionDenied, message: "permission denied connecting to tokend's socket at \(shown)")
+        default:
+            TokendClientError(code: .daemonUnavailable, message: "cannot connect to tokend at \(shown): \(String(cString: strerror(code)))")
+        }
+    }
+
+    private static func send(_ bytes: [UInt8], on socket: Int32, deadline: MonotonicDeadline, method: String) throws(TokendClientError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if written > 0 {
+                offset += written
+            } else if written < 0, errno == EAGAIN || errno == EINTR {
+                try wait(socket, for: Int16(POLLOUT), deadline: deadline, method: method)
+            } else {
+                throw TokendClientError(code: .daemonUnavailable, message: "the connection to tokend was closed")
+            }
+        }
+    }
+
+    private static func receive(on socket: Int32, deadline: MonotonicDeadline, limit: Int, method: String) throws(TokendClientError) -> [UInt8] {
+        var message: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                if let end = chunk[..<count].firstIndex(of: 0) {
+                    message += chunk[..<end]
+                    return message
+                }
+                message += chunk[..<count]
+                if message.count > limit {
+                    throw TokendClientError(code: .protocolError, message: "tokend's reply to \(method) is longer than \(limit) bytes", method: method)
+                }
+            } else if count < 0, errno == EAGAIN || errno == EINTR {
+                try wait(socket, for: Int16(POLLIN), deadline: deadline, method: method)
+            } else {
+                throw TokendClientError(code: .daemonUnavailable, message: "the connection to tokend was closed")
+            }
+        }
+    }
+
+    /// Waits until `socket` is ready for `events`, or throws `timeout` at the deadline.
+    private static func wait(_ socket: Int32, for events: Int16, deadline: MonotonicDeadline, method: String) throws(TokendClientError) {
+        while true {
+            let remaining = deadline.remainingMilliseconds
+            guard remaining > 0 else {
+                throw TokendClientError(code: .timeout, message: "tokend did not answer \(method) in time", method: method)
+            }
+            var descriptor = pollfd(fd: socket, events: events, revents: 0)
+            let ready = poll(&descriptor, 1, Int32(min(remaining, Int64(Int32.max))))
+            if ready > 0 { return }
+            if ready < 0, errno != EINTR {
+                throw TokendClientError(code: .daemonUnavailable, message: "the connection to tokend failed: \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+}
+
+/// A point on the monotonic clock.
+struct MonotonicDeadline {
+    private let end: Int64
+
+    init(after duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        let milliseconds = seconds < 0 ? 0 : min(seconds, Int64(Int32.max)) * 1000 + attoseconds / 1_000_000_000_000_000
+        end = Self.nowMilliseconds() + milliseconds
+    }
+
+    var remainingMilliseconds: Int64 { end - Self.nowMilliseconds() }
+
+    private static func nowMilliseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
+    }
+}

@@ -1,0 +1,423 @@
+package tokend
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"time"
+)
+
+const (
+	// DefaultSocketPath is the production socket.
+	DefaultSocketPath = "/run/tokend/io.tokend"
+	// SocketEnvironmentVariable overrides DefaultSocketPath when set and not empty.
+	SocketEnvironmentVariable = "TOKEND_SOCKET"
+	// DefaultTimeout is how long one call may wait for its reply unless WithTimeout says
+	// otherwise (tokend itself answers every call within its call_timeout, 30 s by default,
+	// so a longer wait means the daemon is stuck).
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxMessageBytes is the longest reply accepted.
+	DefaultMaxMessageBytes = 1 << 20
+
+	maxIdleConnections = 4
+)
+
+// SocketPath returns the socket used when none is given: $TOKEND_SOCKET when set and not
+// empty, else DefaultSocketPath.
+func SocketPath() string {
+	if path := os.Getenv(SocketEnvironmentVariable); path != "" {
+		return path
+	}
+	return DefaultSocketPath
+}
+
+// Option configures a Client, a TokenSource or a Transport. Options that do not apply to
+// what they are given to are ignored.
+type Option func(*settings)
+
+type settings struct {
+	socket     string
+	timeout    time.Duration
+	maxMessage int
+	minValid   time.Duration
+	client     *Client
+	ctx        context.Context
+}
+
+func newSettings(opts []Option) settings {
+	s := settings{timeout: DefaultTimeout, maxMessage: DefaultMaxMessageBytes}
+	for _, opt := range opts {
+		opt(&s)
+	}
+	if s.socket == "" {
+		s.socket = SocketPath()
+	}
+	return s
+}
+
+// WithSocket sets the daemon's socket (default: SocketPath()).
+func WithSocket(path string) Option { return func(s *settings) { s.socket = path } }
+
+// WithTimeout sets how long one call may wait for its reply, connecting included (default
+// DefaultTimeout). A context deadline that comes sooner wins.
+func WithTimeout(d time.Duration) Option {
+	return func(s *settings) {
+		if d > 0 {
+			s.timeout = d
+		}
+	}
+}
+
+// WithMaxMessageBytes sets the longest reply accepted (default DefaultMaxMessageBytes).
+func WithMaxMessageBytes(n int) Option {
+	return func(s *settings) {
+		if n > 0 {
+			s.maxMessage = n
+		}
+	}
+}
+
+// WithMinValid sets how long a token from a TokenSource or Transport must stay valid; tokend
+// refreshes first when the current one expires sooner (default 0: any unexpired token).
+func WithMinValid(d time.Duration) Option { return func(s *settings) { s.minValid = d } }
+
+// WithClient makes a TokenSource or Transport use an existing Client (its socket and
+// timeout) instead of making its own.
+func WithClient(c *Client) Option { return func(s *settings) { s.client = c } }
+
+// WithContext sets the context of the calls a TokenSource makes (oauth2.TokenSource.Token
+// takes none). Default: context.Background(), bounded by the client's timeout.
+func WithContext(ctx context.Context) Option { return func(s *settings) { s.ctx = ctx } }
+
+// Client talks to tokend over its Unix socket. It is safe for concurrent use: each call
+// takes an idle connection or opens one, and connections are reused afterwards. A call that
+// fails for any reason other than an error reply closes its connection. Close releases the
+// idle connections.
+type Client struct {
+	path       string
+	timeout    time.Duration
+	maxMessage int
+
+	mu     sync.Mutex
+	idle   []*conn
+	closed bool
+}
+
+// NewClient returns a client; it connects on its first call.
+func NewClient(opts ...Option) *Client {
+	s := newSettings(opts)
+	return &Client{path: s.socket, timeout: s.timeout, maxMessage: s.maxMessage}
+}
+
+// Dial returns a client that has connected once, so that a missing daemon shows at once
+// (*DaemonUnavailableError naming the socket).
+func Dial(ctx context.Context, opts ...Option) (*Client, error) {
+	c := NewClient(opts...)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.release(cn)
+	return c, nil
+}
+
+// SocketPath is the socket this client connects to.
+func (c *Client) SocketPath() string { return c.path }
+
+// Close closes the idle connections; calls in flight finish on theirs, which are then closed.
+// The client stays usable: a later call connects again.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle = nil
+	c.mu.Unlock()
+	for _, cn := range idle {
+		cn.close()
+	}
+	return nil
+}
+
+// Token returns an access token for user that stays valid for at least minValid (rounded up
+// to whole seconds; 0 accepts any unexpired token). rejected is the token an API just
+// refused, or "": when it is still the current token tokend refreshes before answering (once,
+// however many callers report it); when it is already stale the current token is returned.
+// Do not loop on 401s: a token refused right after a forced refresh is not fixed by another.
+//
+// Errors: *UnknownUserError, *PermissionDeniedError, *ReauthenticationRequiredError,
+// *RefreshFailedError, *DaemonUnavailableError, *TimeoutError, …
+func (c *Client) Token(ctx context.Context, user string, minValid time.Duration, rejected string) (*Credentials, error) {
+	const method = interfaceName + ".ProvideTokenReplacement"
+	if err := checkIdentifier(user, "userIdentifier", method); err != nil {
+		return nil, err
+	}
+	parameters := map[string]any{"userIdentifier": user}
+	if seconds := wholeSecondsRoundingUp(minValid); seconds > 0 {
+		parameters["minValidSeconds"] = seconds
+	}
+	if rejected != "" {
+		parameters["rejectedToken"] = rejected
+	}
+	var credentials *Credentials
+	err := c.roundTrip(ctx, call{Method: method, Parameters: parameters}, func(r *reply) error {
+		var err error
+		credentials, err = credentialsOf(r, method, user)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return credentials, nil
+}
+
+// Status returns the daemon's status and that of the credentials the caller may see: one
+// credential for a user, all of them for "" (asked for with more and collected).
+func (c *Client) Status(ctx context.Context, user string) (*Status, error) {
+	const method = interfaceName + ".Status"
+	request := call{Method: method}
+	if user != "" {
+		if err := checkIdentifier(user, "userIdentifier", method); err != nil {
+			return nil, err
+		}
+		request.Parameters = map[string]any{"userIdentifier": user}
+	} else {
+		request.More = true
+	}
+	status := &Status{}
+	err := c.roundTrip(ctx, request, func(r *reply) error {
+		var parameters struct {
+			Daemon      *wireDaemonStatus       `json:"daemon"`
+			Credentials *[]wireCredentialStatus `json:"credentials"`
+		}
+		if err := r.decodeParameters(&parameters, method); err != nil {
+			return err
+		}
+		if status.Daemon == nil && parameters.Daemon != nil {
+			status.Daemon = parameters.Daemon.status()
+		}
+		if parameters.Credentials != nil {
+			for i := range *parameters.Credentials {
+				status.Credentials = append(status.Credentials, (*parameters.Credentials)[i].status())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return status, nil
+}
+
+// AddCredential stores a credential (administrators, or the credential's only reader
+// enrolling itself). Errors: *CredentialExistsError (unless Replace), *UnknownProviderError,
+// *InvalidCredentialError, *PermissionDeniedError, *StorageFailedError, …
+func (c *Client) AddCredential(ctx context.Context, request AddCredentialRequest) error {
+	const method = interfaceName + ".AddCredential"
+	if err := checkIdentifier(request.UserIdentifier, "userIdentifier", method); err != nil {
+		return err
+	}
+	if err := checkIdentifier(request.Provider, "provider", method); err != nil {
+		return err
+	}
+	if request.AccessToken == "" {
+		return &invalidArgumentError{parameter: "accessToken", method: method, problem: "is empty"}
+	}
+	parameters := map[string]any{
+		"userIdentifier": request.UserIdentifier,
+		"provider":       request.Provider,
+		"accessToken":    request.AccessToken,
+	}
+	if request.RefreshToken != "" {
+		parameters["refreshToken"] = request.RefreshToken
+	}
+	if request.TokenType != "" {
+		parameters["tokenType"] = request.TokenType
+	}
+	if request.ExpiresIn > 0 {
+		parameters["expiresIn"] = wholeSecondsRoundingUp(request.ExpiresIn)
+	}
+	if request.Scope != "" {
+		parameters["scope"] = request.Scope
+	}
+	if request.Readers != nil {
+		parameters["readers"] = request.Readers
+	}
+	if request.Replace {
+		parameters["replace"] = true
+	}
+	return c.roundTrip(ctx, call{Method: method, Parameters: parameters}, nil)
+}
+
+// RemoveCredential deletes the credential of user. Errors: *UnknownUserError,
+// *PermissionDeniedError, *StorageFailedError, …
+func (c *Client) RemoveCredential(ctx context.Context, user string) error {
+	const method = interfaceName + ".RemoveCredential"
+	if err := checkIdentifier(user, "userIdentifier", method); err != nil {
+		return err
+	}
+	return c.roundTrip(ctx, call{Method: method, Parameters: map[string]any{"userIdentifier": user}}, nil)
+}
+
+// roundTrip sends request and hands each successful reply to each (which may be nil); an
+// error reply ends the call with its typed error. The call ends by ctx's deadline or the
+// client's timeout, whichever comes first.
+func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) error) error {
+	message, err := json.Marshal(request)
+	if err != nil {
+		return &invalidArgumentError{parameter: "parameters", method: request.Method, problem: "cannot be encoded"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+
+	cn, reused, err := c.take(ctx)
+	if err != nil {
+		return err
+	}
+	stop := cn.guard(ctx)
+	deadline, _ := ctx.Deadline()
+	_ = cn.nc.SetDeadline(deadline)
+	if err := cn.write(message); err != nil {
+		stop()
+		cn.close()
+		if !reused || ctx.Err() != nil {
+			return cn.ioError(ctx, err, request.Method)
+		}
+		// An idle connection the daemon had closed (it restarted): the call never left,
+		// so it is sent once more on a fresh connection.
+		if cn, err = c.dial(ctx); err != nil {
+			return err
+		}
+		stop = cn.guard(ctx)
+		_ = cn.nc.SetDeadline(deadline)
+		if err := cn.write(message); err != nil {
+			stop()
+			cn.close()
+			return cn.ioError(ctx, err, request.Method)
+		}
+	}
+	healthy := false
+	defer func() {
+		stop()
+		if healthy && ctx.Err() == nil {
+			c.release(cn)
+		} else {
+			cn.close()
+		}
+	}()
+	for {
+		raw, err := cn.read()
+		if err != nil {
+			return cn.ioError(ctx, err, request.Method)
+		}
+		r, err := decodeReply(raw, request.Method)
+		if err != nil {
+			return err
+		}
+		if err := r.errorOf(request.Method, request.Parameters); err != nil {
+			// An error reply is always the last one; the connection stays usable.
+			healthy = true
+			return err
+		}
+		if each != nil {
+			if err := each(r); err != nil {
+				return err
+			}
+		}
+		if !request.More || !r.Continues {
+			healthy = true
+			return nil
+		}
+	}
+}
+
+// take returns an idle connection (reused true) or a new one.
+func (c *Client) take(ctx context.Context) (*conn, bool, error) {
+	c.mu.Lock()
+	if n := len(c.idle); n > 0 {
+		cn := c.idle[n-1]
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
+		return cn, true, nil
+	}
+	c.mu.Unlock()
+	cn, err := c.dial(ctx)
+	return cn, false, err
+}
+
+func (c *Client) dial(ctx context.Context) (*conn, error) {
+	deadline, _ := ctx.Deadline()
+	return dial(ctx, c.path, deadline, c.maxMessage)
+}
+
+// release returns a healthy connection to the idle list.
+func (c *Client) release(cn *conn) {
+	_ = cn.nc.SetDeadline(time.Time{})
+	c.mu.Lock()
+	if len(c.idle) < maxIdleConnections {
+		c.idle = append(c.idle, cn)
+		cn = nil
+	}
+	c.mu.Unlock()
+	if cn != nil {
+		cn.close()
+	}
+}
+
+// credentialsOf reads the credentials of a ProvideTokenReplacement or Watch reply, which must
+// be user's.
+func credentialsOf(r *reply, method, user string) (*Credentials, error) {
+	var parameters struct {
+		Credentials *wireCredentials `json:"credentials"`
+	}
+	if err := r.decodeParameters(&parameters, method); err != nil {
+		return nil, err
+	}
+	credentials, missing := parameters.Credentials.credentials()
+	if credentials == nil {
+		return nil, &ProtocolError{Method: method, Detail: fmt.Sprintf("field %q is missing", missing)}
+	}
+	if credentials.UserIdentifier != user {
+		return nil, &ProtocolError{Method: method, Detail: "it carries another user's credentials"}
+	}
+	return credentials, nil
+}
+
+// invalidArgumentError: the client refused to send a parameter.
+type invalidArgumentError struct {
+	parameter, method, problem string
+}
+
+func (e *invalidArgumentError) Error() string {
+	return fmt.Sprintf("the %s of %s %s", e.parameter, shortMethod(e.method), e.problem)
+}
+func (e *invalidArgumentError) Is(target error) bool { return target == ErrInvalidParameter }
+
+// checkIdentifier applies tokend's rule for identifiers: 1 to 255 printable ASCII characters,
+// no spaces or '/'. The value is not echoed.
+func checkIdentifier(value, name, method string) error {
+	valid := len(value) > 0 && len(value) <= 255
+	for i := 0; valid && i < len(value); i++ {
+		b := value[i]
+		valid = b > 0x20 && b < 0x7f && b != '/'
+	}
+	if !valid {
+		return &invalidArgumentError{parameter: name, method: method,
+			problem: "is not valid (1 to 255 printable ASCII characters, no spaces or '/')"}
+	}
+	return nil
+}
+
+func wholeSecondsRoundingUp(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	seconds := int64(d / time.Second)
+	if d%time.Second != 0 && seconds < math.MaxInt64 {
+		seconds++
+	}
+	return seconds
+}

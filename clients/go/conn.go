@@ -1,0 +1,201 @@
+package tokend
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// call is one Varlink call on the wire.
+type call struct {
+	Method     string         `json:"method"`
+	Parameters map[string]any `json:"parameters,omitempty"`
+	More       bool           `json:"more,omitempty"`
+}
+
+// reply is one Varlink reply.
+type reply struct {
+	Parameters json.RawMessage `json:"parameters"`
+	Continues  bool            `json:"continues"`
+	Error      string          `json:"error"`
+}
+
+// conn is one connection to the daemon; it carries one call at a time.
+type conn struct {
+	nc         *net.UnixConn
+	r          *bufio.Reader
+	maxMessage int
+	path       string
+}
+
+// dial connects to path before deadline (and before ctx ends).
+func dial(ctx context.Context, path string, deadline time.Time, maxMessage int) (*conn, error) {
+	dialer := net.Dialer{Deadline: deadline}
+	nc, err := dialer.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, connectError(ctx, err, path)
+	}
+	return &conn{nc: nc.(*net.UnixConn), r: bufio.NewReaderSize(nc, 4096), maxMessage: maxMessage, path: path}, nil
+}
+
+// connectError describes a failed connect; it names the socket path.
+func connectError(ctx context.Context, err error, path string) error {
+	if ctx.Err() == context.Canceled {
+		return &canceledError{method: "connect", cause: ctx.Err()}
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOENT:
+			return &DaemonUnavailableError{SocketPath: path, Err: err,
+				reason: fmt.Sprintf("tokend is not running: there is no socket at %s", path)}
+		case syscall.ECONNREFUSED:
+			return &DaemonUnavailableError{SocketPath: path, Err: err,
+				reason: fmt.Sprintf("tokend is not running: nothing listens on %s", path)}
+		case syscall.EACCES, syscall.EPERM:
+			return &PermissionDeniedError{SocketPath: path}
+		case syscall.ENOTDIR:
+			return &DaemonUnavailableError{SocketPath: path, Err: err,
+				reason: fmt.Sprintf("tokend is not running: there is no socket at %s (a path component is not a directory)", path)}
+		}
+	}
+	if isTimeout(err) || ctx.Err() == context.DeadlineExceeded {
+		return &TimeoutError{Method: "connect", SocketPath: path, Connecting: true}
+	}
+	if len(path) > 107 {
+		return &DaemonUnavailableError{SocketPath: path, Err: err,
+			reason: fmt.Sprintf("the socket path %s is too long for a Unix socket", path)}
+	}
+	return &DaemonUnavailableError{SocketPath: path, Err: err}
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
+func (c *conn) close() { _ = c.nc.Close() }
+
+// write sends one message.
+func (c *conn) write(message []byte) error {
+	_, err := c.nc.Write(append(message, 0))
+	return err
+}
+
+// read returns the next message, without its NUL terminator.
+func (c *conn) read() ([]byte, error) {
+	var message []byte
+	for {
+		chunk, err := c.r.ReadSlice(0)
+		if len(message)+len(chunk) > c.maxMessage+1 {
+			return nil, errMessageTooLarge
+		}
+		message = append(message, chunk...)
+		switch {
+		case err == nil:
+			return message[:len(message)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(message) > 0:
+			return nil, io.ErrUnexpectedEOF
+		default:
+			return nil, err
+		}
+	}
+}
+
+var errMessageTooLarge = errors.New("reply too large")
+
+// guard makes blocking I/O on c return as soon as ctx ends: it moves the connection's
+// deadline into the past. The returned stop must be called before c is used again; it waits
+// until the guard can no longer touch the connection.
+func (c *conn) guard(ctx context.Context) (stop func()) {
+	if ctx.Done() == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-ctx.Done():
+			_ = c.nc.SetDeadline(time.Unix(1, 0))
+		case <-done:
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// ioError turns a failed read or write of a call into the caller's error.
+func (c *conn) ioError(ctx context.Context, err error, method string) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		if ctxErr == context.DeadlineExceeded {
+			return &TimeoutError{Method: method, SocketPath: c.path}
+		}
+		return &canceledError{method: method, cause: ctxErr}
+	}
+	switch {
+	case isTimeout(err):
+		return &TimeoutError{Method: method, SocketPath: c.path}
+	case errors.Is(err, errMessageTooLarge):
+		return &ProtocolError{Method: method, Detail: fmt.Sprintf("it is larger than %d bytes", c.maxMessage)}
+	}
+	return &DaemonUnavailableError{SocketPath: c.path, Method: method, Err: err,
+		reason: fmt.Sprintf("the connection to tokend at %s was lost during %s", c.path, shortMethod(method))}
+}
+
+// decodeReply parses one message.
+func decodeReply(message []byte, method string) (*reply, error) {
+	var r reply
+	decoder := json.NewDecoder(bytes.NewReader(message))
+	if err := decoder.Decode(&r); err != nil {
+		return nil, &ProtocolError{Method: method, Detail: "it is not a JSON object"}
+	}
+	return &r, nil
+}
+
+// errorOf returns the typed error of an error reply, nil for a successful one.
+func (r *reply) errorOf(method string, callParameters map[string]any) error {
+	if r.Error == "" {
+		return nil
+	}
+	var parameters map[string]any
+	if len(r.Parameters) > 0 && !bytes.Equal(r.Parameters, []byte("null")) {
+		decoder := json.NewDecoder(bytes.NewReader(r.Parameters))
+		decoder.UseNumber()
+		if err := decoder.Decode(&parameters); err != nil {
+			parameters = nil
+		}
+	}
+	return remoteError(r.Error, parameters, method, callParameters)
+}
+
+// decodeParameters unmarshals a successful reply's parameters into out.
+func (r *reply) decodeParameters(out any, method string) error {
+	if len(r.Parameters) == 0 {
+		return &ProtocolError{Method: method, Detail: "it has no parameters"}
+	}
+	if err := json.Unmarshal(r.Parameters, out); err != nil {
+		detail := "it is malformed"
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			detail = fmt.Sprintf("field %q is mistyped", typeErr.Field)
+		}
+		return &ProtocolError{Method: method, Detail: detail}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+"""A client of tokend, the daemon that keeps OAuth credentials fresh on this host.
+
+    import tokend
+
+    client = tokend.Client()                    # $TOKEND_SOCKET, else /run/tokend/io.tokend
+    credentials = client.token("alice", min_valid=60)
+    headers = {"Authorization": credentials.authorization_header()}
+
+Standard library only. ``tokend.AsyncClient`` is the asyncio twin; ``tokend.requests`` and
+``tokend.httpx`` hold authentication helpers for those HTTP libraries (imported only when used).
+"""
+
+from ._aio import AsyncClient, AsyncWatch
+from ._client import Client, Watch
+from ._errors import (
+    CredentialExists,
+    DaemonUnavailable,
+    ExpectedMore,
+    InvalidCredential,
+    InvalidParameter,
+    KeyRotationUnavailable,
+    LoginFailed,
+    MethodNotFound,
+    PermissionDenied,
+    ProtocolError,
+    QuotaExceeded,
+    ReauthenticationRequired,
+    RefreshFailed,
+    StorageFailed,
+    Timeout,
+    TokendError,
+    UnknownLogin,
+    UnknownProvider,
+    UnknownUser,
+)
+from ._types import Credentials, CredentialStatus, DaemonStatus, Status
+from ._wire import DEFAULT_SOCKET_PATH, SOCKET_ENVIRONMENT_VARIABLE
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient",
+    "AsyncWatch",
+    "Client",
+    "Watch",
+    "Credentials",
+    "CredentialStatus",
+    "DaemonStatus",
+    "Status",
+    "DEFAULT_SOCKET_PATH",
+    "SOCKET_ENVIRONMENT_VARIABLE",
+    "TokendError",
+    "UnknownUser",
+    "PermissionDenied",
+    "ReauthenticationRequired",
+    "RefreshFailed",
+    "CredentialExists",
+    "UnknownProvider",
+    "InvalidCredential",
+    "StorageFailed",
+    "KeyRotationUnavailable",
+    "LoginFailed",
+    "UnknownLogin",
+    "QuotaExceeded",
+    "ProtocolError",
+    "InvalidParameter",
+    "MethodNotFound",
+    "ExpectedMore",
+    "DaemonUnavailable",
+    "Timeout",
+]

@@ -1,0 +1,371 @@
+"""The exceptions of the tokend client, and the mapping from Varlink error replies to them.
+
+No message, ``repr`` or attribute of these exceptions ever contains a token: strings the daemon
+sent back are stripped of control characters, shortened, and scrubbed of every secret the call
+carried (``accessToken``, ``refreshToken``, ``rejectedToken``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time as _time
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Type
+
+__all__ = [
+    "TokendError",
+    "UnknownUser",
+    "PermissionDenied",
+    "ReauthenticationRequired",
+    "RefreshFailed",
+    "CredentialExists",
+    "UnknownProvider",
+    "InvalidCredential",
+    "StorageFailed",
+    "KeyRotationUnavailable",
+    "LoginFailed",
+    "UnknownLogin",
+    "QuotaExceeded",
+    "ProtocolError",
+    "InvalidParameter",
+    "MethodNotFound",
+    "ExpectedMore",
+    "DaemonUnavailable",
+    "Timeout",
+]
+
+INTERFACE = "io.tokend.TokenProvider"
+REDACTED = "<redacted>"
+SECRET_PARAMETERS = ("accessToken", "refreshToken", "rejectedToken")
+_MAX_TEXT = 300
+
+
+class TokendError(Exception):
+    """Any failure of a call to tokend.
+
+    Attributes:
+        message: a human-readable explanation; never a token.
+        error_name: the fully qualified Varlink error name, when the daemon answered with one.
+        parameters: the Varlink error's parameters, secrets of the call redacted.
+        method: the fully qualified method of the call that failed, when there was one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error_name: Optional[str] = None,
+        parameters: Optional[Mapping[str, Any]] = None,
+        method: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_name = error_name
+        self.parameters: Dict[str, Any] = dict(parameters or {})
+        self.method = method
+
+    @property
+    def user_identifier(self) -> Optional[str]:
+        """The ``userIdentifier`` parameter of the error, when it has one."""
+        value = self.parameters.get("userIdentifier")
+        return value if isinstance(value, str) else None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return "%s(%r)" % (type(self).__name__, self.message)
+
+    def __reduce__(self):  # pickling keeps the keyword arguments
+        return (
+            _rebuild,
+            (type(self), self.message, self.error_name, self.parameters, self.method),
+        )
+
+
+def _rebuild(cls, message, error_name, parameters, method):
+    error = cls.__new__(cls)
+    TokendError.__init__(error, message, error_name=error_name, parameters=parameters, method=method)
+    return error
+
+
+class UnknownUser(TokendError):
+    """tokend has no credential for the user identifier (or it was removed)."""
+
+
+class PermissionDenied(TokendError):
+    """The caller may not make this call or read this credential, or may not open the socket."""
+
+
+class ReauthenticationRequired(TokendError):
+    """The login has ended; only a new login (a new credential) helps. ``reason`` says why."""
+
+    @property
+    def reason(self) -> Optional[str]:
+        return _text_parameter(self.parameters, "reason")
+
+
+class RefreshFailed(TokendError):
+    """No fresh enough token now. ``reason`` says why, ``retry_at`` (UTC) when tokend tries again."""
+
+    @property
+    def reason(self) -> Optional[str]:
+        return _text_parameter(self.parameters, "reason")
+
+    @property
+    def retry_at(self) -> Optional[_dt.datetime]:
+        return _timestamp(self.parameters.get("retryAt"))
+
+
+class CredentialExists(TokendError):
+    """``add_credential`` without ``replace`` for a user that already has a credential."""
+
+
+class UnknownProvider(TokendError):
+    """The provider named in ``add_credential`` is not configured."""
+
+    @property
+    def provider(self) -> Optional[str]:
+        return _text_parameter(self.parameters, "provider")
+
+
+class InvalidCredential(TokendError):
+    """tokend refused the token response given to ``add_credential``."""
+
+    @property
+    def reason(self) -> Optional[str]:
+        return _text_parameter(self.parameters, "reason")
+
+
+class StorageFailed(TokendError):
+    """tokend's credential store failed."""
+
+    @property
+    def reason(self) -> Optional[str]:
+        return _text_parameter(self.parameters, "reason")
+
+
+class KeyRotationUnavailable(TokendError):
+    """``RotateKey`` cannot run (the key is read-only)."""
+
+
+class LoginFailed(TokendError):
+    """A login produced no credential; ``oauth_error`` is the provider's error code, if any."""
+
+    @property
+    def reason(self) -> Optional[str]:
+        return _text_parameter(self.parameters, "reason")
+
+    @property
+    def oauth_error(self) -> Optional[str]:
+        return _text_parameter(self.parameters, "oauthError")
+
+
+class UnknownLogin(TokendError):
+    """No login with that id is waiting for this caller."""
+
+
+class QuotaExceeded(TokendError):
+    """The caller reached a limit of the daemon; ``limit`` is that limit, when the daemon says."""
+
+    @property
+    def limit(self) -> Optional[int]:
+        value = self.parameters.get("limit")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class ProtocolError(TokendError):
+    """The daemon sent something that is not a valid reply, or an error this client does not know."""
+
+
+class InvalidParameter(ProtocolError):
+    """``org.varlink.service.InvalidParameter``: a parameter was missing, mistyped or invalid."""
+
+    @property
+    def parameter(self) -> Optional[str]:
+        return _text_parameter(self.parameters, "parameter")
+
+
+class MethodNotFound(ProtocolError):
+    """The daemon does not know the method or interface."""
+
+
+class ExpectedMore(ProtocolError):
+    """The method must be called with ``more`` (a stream)."""
+
+
+class DaemonUnavailable(TokendError):
+    """tokend is not running at the socket, refused the connection, or the connection was lost.
+
+    ``socket_path`` is the socket that was tried; the message names it too.
+    """
+
+    def __init__(self, message: str, *, socket_path: Optional[str] = None, method: Optional[str] = None) -> None:
+        super().__init__(message, method=method)
+        self.socket_path = socket_path
+
+    def __reduce__(self):
+        return (_rebuild_unavailable, (type(self), self.message, self.socket_path, self.method))
+
+
+def _rebuild_unavailable(cls, message, socket_path, method):
+    return cls(message, socket_path=socket_path, method=method)
+
+
+class Timeout(TokendError):
+    """tokend did not answer within the call's timeout. The connection is closed afterwards."""
+
+
+_BY_NAME: Dict[str, Type[TokendError]] = {
+    INTERFACE + ".UnknownUser": UnknownUser,
+    INTERFACE + ".PermissionDenied": PermissionDenied,
+    INTERFACE + ".ReauthenticationRequired": ReauthenticationRequired,
+    INTERFACE + ".RefreshFailed": RefreshFailed,
+    INTERFACE + ".CredentialExists": CredentialExists,
+    INTERFACE + ".UnknownProvider": UnknownProvider,
+    INTERFACE + ".InvalidCredential": InvalidCredential,
+    INTERFACE + ".StorageFailed": StorageFailed,
+    INTERFACE + ".KeyRotationUnavailable": KeyRotationUnavailable,
+    INTERFACE + ".LoginFailed": LoginFailed,
+    INTERFACE + ".UnknownLogin": UnknownLogin,
+    INTERFACE + ".QuotaExceeded": QuotaExceeded,
+    # The daemon could not read our message: a client/daemon mismatch.
+    INTERFACE + ".InvalidMessage": ProtocolError,
+    "org.varlink.service.InvalidParameter": InvalidParameter,
+    "org.varlink.service.MethodNotFound": MethodNotFound,
+    "org.varlink.service.MethodNotImplemented": MethodNotFound,
+    "org.varlink.service.InterfaceNotFound": MethodNotFound,
+    "org.varlink.service.ExpectedMore": ExpectedMore,
+    "org.varlink.service.PermissionDenied": PermissionDenied,
+}
+
+
+def exception_class(error_name: str) -> Type[TokendError]:
+    """The exception class for a Varlink error name; ``ProtocolError`` for names not known."""
+    return _BY_NAME.get(error_name, ProtocolError)
+
+
+def secrets_of(parameters: Mapping[str, Any]) -> List[str]:
+    """The values of a call's parameters that are secrets."""
+    return [
+        value
+        for value in (parameters.get(key) for key in SECRET_PARAMETERS)
+        if isinstance(value, str) and value
+    ]
+
+
+def display(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret replaced, control characters dropped, at most 300 characters."""
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, REDACTED)
+    text = "".join(ch for ch in text if not (ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0))
+    if len(text) > _MAX_TEXT:
+        text = text[:_MAX_TEXT] + "..."
+    return text
+
+
+def redact(value: Any, secrets: List[str]) -> Any:
+    """``value`` with every string that contains a secret replaced, at any depth."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return REDACTED if any(secret in value for secret in secrets) else value
+    if isinstance(value, list):
+        return [redact(item, secrets) for item in value]
+    if isinstance(value, dict):
+        return {key: redact(item, secrets) for key, item in value.items()}
+    return value
+
+
+def error_from_reply(
+    error_name: Any, parameters: Any, method: str, call_parameters: Mapping[str, Any]
+) -> TokendError:
+    """The exception for a Varlink error reply to a call of ``method`` with ``call_parameters``.
+
+    The call's user identifier fills in a missing one; every secret the call carried is redacted
+    from the message and the parameters, whatever the daemon sent back.
+    """
+    secrets = secrets_of(call_parameters)
+    if not isinstance(parameters, dict):
+        parameters = {}
+    parameters = redact(parameters, secrets)
+    name = error_name if isinstance(error_name, str) else repr(error_name)
+    cls = exception_class(name)
+
+    def text(key: str) -> Optional[str]:
+        value = parameters.get(key)
+        return display(value, secrets) if isinstance(value, str) else None
+
+    user = text("userIdentifier")
+    if user is None and isinstance(call_parameters.get("userIdentifier"), str):
+        user = display(call_parameters["userIdentifier"], secrets)
+    user_phrase = "user %r" % user if user is not None else "the user"
+    reason = text("reason")
+    reason_part = ": " + reason if reason else ""
+    shown_method = display(method, secrets)
+
+    if cls is UnknownUser:
+        message = "tokend has no credential for %s" % user_phrase
+    elif cls is PermissionDenied:
+        if user is not None:
+            message = "permission denied: tokend does not let this caller use the credential of %s" % user_phrase
+        else:
+            message = "permission denied: tokend does not let this caller call %s" % shown_method
+    elif cls is ReauthenticationRequired:
+        message = "the login of %s has ended and needs a new login%s" % (user_phrase, reason_part)
+    elif cls is RefreshFailed:
+        message = "tokend could not get a fresh enough token for %s%s" % (user_phrase, reason_part)
+        retry_at = parameters.get("retryAt")
+        if isinstance(retry_at, (int, float)) and not isinstance(retry_at, bool):
+            wait = int(retry_at - _time.time())
+            message += " (next attempt in %ds)" % wait if wait > 0 else " (next attempt now)"
+    elif cls is CredentialExists:
+        message = "tokend already has a credential for %s" % user_phrase
+    elif cls is UnknownProvider:
+        provider = text("provider")
+        if provider is None and isinstance(call_parameters.get("provider"), str):
+            provider = display(call_parameters["provider"], secrets)
+        message = "tokend has no provider named %r" % (provider if provider is not None else "?")
+    elif cls is InvalidCredential:
+        message = "tokend refused the credential%s" % reason_part
+    elif cls is StorageFailed:
+        message = "tokend's credential store failed%s" % reason_part
+    elif cls is KeyRotationUnavailable:
+        message = "tokend cannot rotate its key%s" % reason_part
+    elif cls is LoginFailed:
+        message = "the login of %s failed%s" % (user_phrase, reason_part)
+    elif cls is UnknownLogin:
+        message = "tokend has no login in progress with that id for this caller"
+    elif cls is QuotaExceeded:
+        limit = parameters.get("limit")
+        limit_part = " (limit %d)" % limit if isinstance(limit, int) and not isinstance(limit, bool) else ""
+        message = "tokend refused %s: a quota is exhausted%s%s" % (shown_method, limit_part, reason_part)
+    elif cls is InvalidParameter:
+        message = "tokend refused parameter %r of %s" % (text("parameter") or "?", shown_method)
+    elif cls is MethodNotFound:
+        interface = text("interface")
+        if interface is not None:
+            message = "tokend does not provide interface %s" % interface
+        else:
+            message = "tokend does not implement %s" % (text("method") or shown_method)
+    elif cls is ExpectedMore:
+        message = "tokend expects %s to be called with 'more'" % shown_method
+    elif name == INTERFACE + ".InvalidMessage":
+        message = "tokend could not read the call to %s%s" % (shown_method, reason_part)
+    else:
+        message = "tokend answered %s with error %s" % (shown_method, display(name, secrets))
+    return cls(message, error_name=name, parameters=parameters, method=method)
+
+
+def _text_parameter(parameters: Mapping[str, Any], key: str) -> Optional[str]:
+    value = parameters.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _timestamp(value: Any) -> Optional[_dt.datetime]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return _dt.datetime.fromtimestamp(value, tz=_dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
