@@ -277,11 +277,8 @@ func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) 
 	if err != nil {
 		return err
 	}
-	stop := cn.guard(ctx)
-	deadline, _ := ctx.Deadline()
-	_ = cn.nc.SetDeadline(deadline)
-	if err := cn.write(message); err != nil {
-		stop()
+	stop, err := cn.send(ctx, message)
+	if err != nil {
 		cn.close()
 		if !reused || ctx.Err() != nil {
 			return cn.ioError(ctx, err, request.Method)
@@ -291,10 +288,7 @@ func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) 
 		if cn, err = c.dial(ctx); err != nil {
 			return err
 		}
-		stop = cn.guard(ctx)
-		_ = cn.nc.SetDeadline(deadline)
-		if err := cn.write(message); err != nil {
-			stop()
+		if stop, err = cn.send(ctx, message); err != nil {
 			cn.close()
 			return cn.ioError(ctx, err, request.Method)
 		}

@@ -20,10 +20,7 @@ import (
 )
 
 func TestTokenReturnsTheStoredCredential(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	p, _, c := setUp(t)
 	minted := enrol(t, c, p, "alice")
 	before := p.grants(t)
 
@@ -61,10 +58,7 @@ func TestTokenReturnsTheStoredCredential(t *testing.T) {
 }
 
 func TestTokenSourceAuthorizesAnOAuth2HTTPClient(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	p, d, c := setUp(t)
 	minted := enrol(t, c, p, "alice")
 	api := newAPI(t, p)
 
@@ -82,28 +76,17 @@ func TestTokenSourceAuthorizesAnOAuth2HTTPClient(t *testing.T) {
 
 	// Concurrent requests through one oauth2 client: every one is authorized.
 	httpClient := oauth2.NewClient(contextWithTimeout(t, 20*time.Second), source)
-	var wg sync.WaitGroup
-	failures := make(chan error, 40)
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < 5; j++ {
-				resp, err := httpClient.Get(api.URL + "/resource")
-				if err != nil {
-					failures <- err
-					return
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					failures <- fmt.Errorf("status %d", resp.StatusCode)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(failures)
-	for err := range failures {
+	for _, err := range concurrently(8, 5, func() error {
+		resp, err := httpClient.Get(api.URL + "/resource")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}) {
 		t.Errorf("request through oauth2.NewClient: %v", err)
 	}
 	if seen := api.tokens(); len(seen) != 40 || seen[0] != minted.AccessToken {
@@ -134,12 +117,9 @@ func TestTokenSourceAuthorizesAnOAuth2HTTPClient(t *testing.T) {
 }
 
 func TestMinValidForcesExactlyOneRefresh(t *testing.T) {
-	p := idp(t)
 	// Within forced_refresh_interval of a refresh, asking for more validity than the provider
 	// gives gets the current token; 30 s leaves room for a slow machine between the calls.
-	d := startDaemon(t, p, `forced_refresh_interval = "30s"`)
-	c := d.client()
-	defer c.Close()
+	p, _, c := setUp(t, `forced_refresh_interval = "30s"`)
 	minted := enrol(t, c, p, "alice")
 	ctx := contextWithTimeout(t, 20*time.Second)
 	before := p.grants(t)
@@ -184,10 +164,7 @@ func TestMinValidForcesExactlyOneRefresh(t *testing.T) {
 }
 
 func TestUnknownUserIsATypedError(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	_, _, c := setUp(t)
 	const secret = "go-rejected-secret-0123456789"
 
 	_, err := c.Token(contextWithTimeout(t, 10*time.Second), "nobody", 0, secret)
@@ -211,10 +188,7 @@ func TestUnknownUserIsATypedError(t *testing.T) {
 }
 
 func TestAddCredentialErrors(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	p, _, c := setUp(t)
 	ctx := contextWithTimeout(t, 20*time.Second)
 	minted := enrol(t, c, p, "alice")
 	request := tokend.AddCredentialRequest{UserIdentifier: "alice", Provider: "example",
@@ -264,10 +238,7 @@ func TestAddCredentialErrors(t *testing.T) {
 }
 
 func TestRevokedRefreshTokenMeansReauthenticationRequired(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	p, _, c := setUp(t)
 	minted := enrol(t, c, p, "alice")
 	p.revokeRefreshToken(t, minted.RefreshToken)
 	ctx := contextWithTimeout(t, 20*time.Second)
@@ -437,10 +408,7 @@ func TestSilentServerCallsEndByTheirDeadline(t *testing.T) {
 }
 
 func TestWatchFollowsTheToken(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	p, _, c := setUp(t)
 	minted := enrol(t, c, p, "alice")
 
 	ctx := contextWithTimeout(t, 30*time.Second)
@@ -482,10 +450,7 @@ func TestWatchFollowsTheToken(t *testing.T) {
 }
 
 func TestWatchEndsWithCloseAndContext(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	p, _, c := setUp(t)
 	enrol(t, c, p, "alice")
 
 	watch, err := c.Watch(contextWithTimeout(t, 30*time.Second), "alice")
@@ -537,33 +502,17 @@ func nextWithin(watch *tokend.Watcher, limit time.Duration) (*tokend.Credentials
 }
 
 func TestConcurrentCallsAndADaemonRestart(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	p, d, c := setUp(t)
 	minted := enrol(t, c, p, "alice")
 	ctx := contextWithTimeout(t, 30*time.Second)
 
-	var wg sync.WaitGroup
-	failures := make(chan error, 160)
-	for i := 0; i < 16; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < 10; j++ {
-				credentials, err := c.Token(ctx, "alice", 0, "")
-				if err == nil && credentials.AccessToken != minted.AccessToken {
-					err = errors.New("another token")
-				}
-				if err != nil {
-					failures <- err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(failures)
-	for err := range failures {
+	for _, err := range concurrently(16, 10, func() error {
+		credentials, err := c.Token(ctx, "alice", 0, "")
+		if err == nil && credentials.AccessToken != minted.AccessToken {
+			err = errors.New("another token")
+		}
+		return err
+	}) {
 		t.Errorf("concurrent Token: %v", err)
 	}
 

@@ -93,6 +93,20 @@ func (c *conn) write(message []byte) error {
 	return err
 }
 
+// send writes one message under ctx: the connection's deadline becomes ctx's, and a guard
+// (see guard) ends the write, and the reads after it, when ctx ends. It returns the guard's
+// stop; when the write fails the guard is already stopped and the error is the write's.
+func (c *conn) send(ctx context.Context, message []byte) (stop func(), err error) {
+	stop = c.guard(ctx)
+	deadline, _ := ctx.Deadline()
+	_ = c.nc.SetDeadline(deadline)
+	if err = c.write(message); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
 // read returns the next message, without its NUL terminator.
 func (c *conn) read() ([]byte, error) {
 	var message []byte

@@ -411,6 +411,17 @@ func (d *daemon) client(opts ...tokend.Option) *tokend.Client {
 	return tokend.NewClient(append([]tokend.Option{tokend.WithSocket(d.socket)}, opts...)...)
 }
 
+// setUp starts the IdP (once), a tokend on it (extra as for startDaemon) and a client of that
+// tokend; t.Cleanup closes the client, then stops the daemon.
+func setUp(t *testing.T, extra ...string) (*identityProvider, *daemon, *tokend.Client) {
+	t.Helper()
+	p := idp(t)
+	d := startDaemon(t, p, extra...)
+	c := d.client()
+	t.Cleanup(func() { c.Close() })
+	return p, d, c
+}
+
 // enrol stores a freshly minted credential for user through the client under test.
 func enrol(t *testing.T, c *tokend.Client, p *identityProvider, user string) tokenResponse {
 	t.Helper()
@@ -449,6 +460,32 @@ func timed(f func()) time.Duration {
 	start := time.Now()
 	f()
 	return time.Since(start)
+}
+
+// concurrently calls f times times in each of n goroutines, and returns the errors it returned
+// (a goroutine stops at its first one).
+func concurrently(n, times int, f func() error) []error {
+	var wg sync.WaitGroup
+	failures := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < times; j++ {
+				if err := f(); err != nil {
+					failures <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(failures)
+	var errs []error
+	for err := range failures {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 func contextWithTimeout(t *testing.T, d time.Duration) context.Context {

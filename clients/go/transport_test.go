@@ -14,10 +14,7 @@ import (
 )
 
 func TestTransportReplacesARejectedTokenOnce(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	p, _, c := setUp(t)
 	// The IdP's token dies after 2 s, but tokend is told it lives an hour (as when a provider
 	// revokes tokens early): the API will refuse a token tokend still deems valid.
 	minted := p.mint(t, 1, 2)[0]
@@ -63,10 +60,7 @@ func TestTransportReplacesARejectedTokenOnce(t *testing.T) {
 }
 
 func TestTransportRetriesExactlyOnce(t *testing.T) {
-	p := idp(t)
-	d := startDaemon(t, p)
-	c := d.client()
-	defer c.Close()
+	p, _, c := setUp(t)
 	minted := enrol(t, c, p, "alice")
 
 	// An API that refuses every token.

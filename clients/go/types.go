@@ -131,10 +131,8 @@ func (w *wireCredentials) credentials() (*Credentials, string) {
 		UserIdentifier: *w.UserIdentifier,
 		AccessToken:    *w.AccessToken,
 		TokenType:      *w.TokenType,
-		ExpiresAt:      time.Unix(*w.ExpiresAt, 0),
-	}
-	if w.IssuedAt != nil {
-		c.IssuedAt = time.Unix(*w.IssuedAt, 0)
+		ExpiresAt:      unixOrZero(w.ExpiresAt),
+		IssuedAt:       unixOrZero(w.IssuedAt),
 	}
 	if w.Scope != nil {
 		c.Scope = *w.Scope

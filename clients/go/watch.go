@@ -59,11 +59,8 @@ func (c *Client) Watch(ctx context.Context, user string) (*Watcher, error) {
 	// The connection's lifetime is ctx's; the first reply must also come within the timeout.
 	stop := cn.guard(ctx)
 	w := &Watcher{user: user, cn: cn, ctx: ctx, stop: stop, method: method}
-	stopFirst := cn.guard(first)
-	deadline, _ := first.Deadline()
-	_ = cn.nc.SetDeadline(deadline)
-	if err := cn.write(message); err != nil {
-		stopFirst()
+	stopFirst, err := cn.send(first, message)
+	if err != nil {
 		w.Close()
 		return nil, cn.ioError(first, err, method)
 	}

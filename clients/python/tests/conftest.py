@@ -14,7 +14,9 @@ from typing import Dict, Iterator, List
 
 import pytest
 
-import tokend
+pytest.register_assert_rewrite("helpers")  # before the import: helpers' asserts explain themselves
+
+import tokend  # noqa: E402
 from helpers import Daemon, IdentityProvider, ResourceServer, remove_scratch, scratch_directory, PROVIDER
 
 

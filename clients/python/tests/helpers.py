@@ -26,7 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[3]
 IDP_SCRIPT = REPO / "Tests" / "idp" / "idp.py"
@@ -384,3 +384,15 @@ class ResourceServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(5)
+
+
+def refused_twice(api: ResourceServer, idp: IdentityProvider, send: Callable[[], Any]) -> Any:
+    """``send()``s a request to an ``api`` that refuses every token: the auth must get one new
+    token (one grant at the IdP) and retry once, then hand back the second 401, returned here."""
+    api.reject_all = True
+    grants = idp.count_posts()
+    response = send()
+    assert response.status_code == 401
+    assert api.count == 2
+    assert idp.count_posts() == grants + 1
+    return response

@@ -10,29 +10,10 @@ Standard library only. ``tokend.AsyncClient`` is the asyncio twin; ``tokend.requ
 ``tokend.httpx`` hold authentication helpers for those HTTP libraries (imported only when used).
 """
 
+from . import _errors
 from ._aio import AsyncClient, AsyncWatch
 from ._client import Client, Watch
-from ._errors import (
-    CredentialExists,
-    DaemonUnavailable,
-    ExpectedMore,
-    InvalidCredential,
-    InvalidParameter,
-    KeyRotationUnavailable,
-    LoginFailed,
-    MethodNotFound,
-    PermissionDenied,
-    ProtocolError,
-    QuotaExceeded,
-    ReauthenticationRequired,
-    RefreshFailed,
-    StorageFailed,
-    Timeout,
-    TokendError,
-    UnknownLogin,
-    UnknownProvider,
-    UnknownUser,
-)
+from ._errors import *  # noqa: F401,F403  (the exceptions: the names in _errors.__all__)
 from ._types import Credentials, CredentialStatus, DaemonStatus, Status
 from ._wire import DEFAULT_SOCKET_PATH, SOCKET_ENVIRONMENT_VARIABLE
 
@@ -49,23 +30,5 @@ __all__ = [
     "Status",
     "DEFAULT_SOCKET_PATH",
     "SOCKET_ENVIRONMENT_VARIABLE",
-    "TokendError",
-    "UnknownUser",
-    "PermissionDenied",
-    "ReauthenticationRequired",
-    "RefreshFailed",
-    "CredentialExists",
-    "UnknownProvider",
-    "InvalidCredential",
-    "StorageFailed",
-    "KeyRotationUnavailable",
-    "LoginFailed",
-    "UnknownLogin",
-    "QuotaExceeded",
-    "ProtocolError",
-    "InvalidParameter",
-    "MethodNotFound",
-    "ExpectedMore",
-    "DaemonUnavailable",
-    "Timeout",
 ]
+__all__ += _errors.__all__

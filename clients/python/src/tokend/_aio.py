@@ -5,36 +5,24 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-from ._client import (
-    IDEMPOTENT_METHODS,
+from ._common import (
+    AsyncClosing,
+    Call,
+    ClientBase,
+    Lost,
     Seconds,
-    _add_parameters,
-    _positive_seconds,
-    _response_arguments,
-    _token_parameters,
-    _user,
+    WatchBase,
+    add_parameters,
+    response_arguments,
+    token_parameters,
+    user_identifier,
+    user_parameters,
 )
-from ._errors import ProtocolError, Timeout, TokendError
+from ._errors import Timeout
 from ._types import Credentials, Status
-from ._wire import (
-    DEFAULT_TIMEOUT,
-    MAX_MESSAGE_BYTES,
-    connect_error,
-    decode_reply,
-    encode_call,
-    lost_error,
-    method_name,
-    socket_path,
-    too_large_error,
-)
+from ._wire import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, connect_error, too_large_error
 
 __all__ = ["AsyncClient", "AsyncWatch"]
-
-
-class _Lost(Exception):
-    def __init__(self, detail: str = "") -> None:
-        super().__init__(detail)
-        self.detail = detail
 
 
 class _AsyncConnection:
@@ -55,22 +43,22 @@ class _AsyncConnection:
 
     async def send(self, data: bytes) -> None:
         if self.writer.is_closing():
-            raise _Lost("closed")
+            raise Lost("closed")
         try:
             self.writer.write(data)
             await self.writer.drain()
         except OSError as error:  # EPIPE, ECONNRESET
-            raise _Lost(error.strerror or "closed") from None
+            raise Lost(error.strerror or "closed") from None
 
     async def receive(self, method: str) -> bytes:
         try:
             message = await self.reader.readuntil(b"\0")
         except asyncio.IncompleteReadError:
-            raise _Lost("closed by tokend") from None
+            raise Lost("closed by tokend") from None
         except asyncio.LimitOverrunError:
             raise too_large_error(method) from None
         except OSError as error:  # ECONNRESET
-            raise _Lost(error.strerror or "closed") from None
+            raise Lost(error.strerror or "closed") from None
         return message[:-1]
 
     def is_stale(self) -> bool:
@@ -88,7 +76,7 @@ class _AsyncConnection:
             pass
 
 
-class AsyncClient:
+class AsyncClient(ClientBase, AsyncClosing):
     """The asyncio twin of ``Client``: ``await client.token(user)``,
     ``async for credentials in client.watch(user)``.
 
@@ -97,37 +85,29 @@ class AsyncClient:
     used from one event loop at a time; moving to another loop opens a new connection.
     """
 
+    _name = "AsyncClient"
+    _connection: Optional[_AsyncConnection]
+
     def __init__(self, socket: Optional[str] = None, timeout: Seconds = DEFAULT_TIMEOUT) -> None:
-        self.socket_path = socket_path(socket)
-        self.timeout = _positive_seconds(timeout, "timeout")
-        self._connection: Optional[_AsyncConnection] = None
+        super().__init__(socket, timeout)
         self._lock: Optional[asyncio.Lock] = None
         self._lock_loop: Optional[asyncio.AbstractEventLoop] = None
-
-    def __repr__(self) -> str:
-        return "AsyncClient(socket=%r, timeout=%g)" % (self.socket_path, self.timeout)
 
     async def aclose(self) -> None:
         """Closes the connection; a later call opens a new one."""
         self._drop()
 
-    async def __aenter__(self) -> "AsyncClient":
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.aclose()
-
     # --- typed calls -------------------------------------------------------------------
 
     async def token(self, user: str, min_valid: Seconds = 0, rejected: Optional[str] = None) -> Credentials:
         """An access token for ``user`` valid for at least ``min_valid`` seconds (see ``Client.token``)."""
-        reply = await self.call("ProvideTokenReplacement", _token_parameters(user, min_valid, rejected))
+        reply = await self.call("ProvideTokenReplacement", token_parameters(user, min_valid, rejected))
         return Credentials.from_wire(reply.get("credentials"))
 
     async def status(self, user: Optional[str] = None) -> Status:
         """The daemon's status and the credentials this caller may see (or only ``user``'s)."""
         if user is not None:
-            return Status.from_wire(await self.call("Status", {"userIdentifier": _user(user)}))
+            return Status.from_wire(await self.call("Status", user_parameters(user)))
         return Status.from_replies(await self._call_with_timeout("Status", {}, more=True))
 
     async def add_credential(
@@ -144,7 +124,7 @@ class AsyncClient:
     ) -> None:
         await self.call(
             "AddCredential",
-            _add_parameters(user, provider, access_token, refresh_token, token_type, expires_in, scope, readers, replace),
+            add_parameters(user, provider, access_token, refresh_token, token_type, expires_in, scope, readers, replace),
         )
 
     async def add_token_response(
@@ -155,14 +135,14 @@ class AsyncClient:
         readers: Optional[Iterable[str]] = None,
         replace: bool = False,
     ) -> None:
-        await self.add_credential(user, provider, readers=readers, replace=replace, **_response_arguments(response))
+        await self.add_credential(user, provider, readers=readers, replace=replace, **response_arguments(response))
 
     async def remove_credential(self, user: str) -> None:
-        await self.call("RemoveCredential", {"userIdentifier": _user(user)})
+        await self.call("RemoveCredential", user_parameters(user))
 
     def watch(self, user: str, idle_timeout: Optional[Seconds] = None) -> "AsyncWatch":
         """``async for credentials in client.watch(user)``: see ``AsyncWatch``."""
-        return AsyncWatch(self, _user(user), idle_timeout)
+        return AsyncWatch(self, user_identifier(user), idle_timeout)
 
     # --- raw calls ---------------------------------------------------------------------
 
@@ -173,61 +153,27 @@ class AsyncClient:
     async def _call_with_timeout(
         self, method: str, parameters: Optional[Mapping[str, Any]], more: bool = False
     ) -> List[Dict[str, Any]]:
-        method = method_name(method)
-        parameters = dict(parameters or {})
-        data = encode_call(method, parameters, more=more)
+        call = Call(self.socket_path, method, parameters, more)
         try:
-            return await asyncio.wait_for(self._call(method, parameters, data, more), self.timeout)
+            return await asyncio.wait_for(self._call(call), self.timeout)
         except asyncio.TimeoutError:
             raise Timeout(
-                "tokend at %s did not answer %s within %gs" % (self.socket_path, method, self.timeout), method=method
+                "tokend at %s did not answer %s within %gs" % (self.socket_path, call.method, self.timeout),
+                method=call.method,
             ) from None
 
-    async def _call(self, method: str, parameters: Dict[str, Any], data: bytes, more: bool) -> List[Dict[str, Any]]:
+    async def _call(self, call: Call) -> List[Dict[str, Any]]:
         async with self._current_lock():
-            attempt = 0
             while True:
-                attempt += 1
-                connection, reused = await self._connect(method)
-                try:
-                    await connection.send(data)
-                except _Lost as lost:
-                    self._drop()
-                    if attempt == 1:
-                        continue
-                    raise lost_error(self.socket_path, method, lost.detail) from None
-                except BaseException:
-                    self._drop()
-                    raise
-                replies: List[Dict[str, Any]] = []
-                lost_detail = ""
-                while True:
-                    try:
-                        raw = await connection.receive(method)
-                    except _Lost as lost:
-                        lost_detail = lost.detail
-                        self._drop()
-                        break
-                    except BaseException:
+                connection, reused = await self._connect(call.method)
+                with call.attempt(reused, self._drop):
+                    await connection.send(call.data)
+                    call.sent()
+                    while not call.done:
                         # Cancelled (the timeout) or too large: a reply is still due on this
-                        # connection, so it can carry no further call.
-                        self._drop()
-                        raise
-                    try:
-                        reply, continues = decode_reply(raw, method, parameters)
-                    except TokendError as error:
-                        if error.error_name is None:  # malformed, not an error reply
-                            self._drop()
-                        raise
-                    replies.append(reply)
-                    if not continues:
-                        return replies
-                    if not more:
-                        self._drop()
-                        raise ProtocolError("tokend answered %s with a stream" % method, method=method)
-                if attempt == 1 and reused and not replies and method in IDEMPOTENT_METHODS:
-                    continue
-                raise lost_error(self.socket_path, method, lost_detail) from None
+                        # connection, so it can carry no further call (the attempt drops it).
+                        call.take(await connection.receive(call.method))
+                    return call.replies
 
     def _current_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
@@ -238,21 +184,14 @@ class AsyncClient:
         return self._lock
 
     async def _connect(self, method: str):
-        connection = self._connection
-        if connection is not None and not connection.is_stale():
-            return connection, True
-        self._drop()
-        connection = await _AsyncConnection.open(self.socket_path, method)
-        self._connection = connection
-        return connection, False
-
-    def _drop(self) -> None:
-        connection, self._connection = self._connection, None
+        connection = self._idle_connection()
         if connection is not None:
-            connection.close()
+            return connection, True
+        self._connection = await _AsyncConnection.open(self.socket_path, method)
+        return self._connection, False
 
 
-class AsyncWatch:
+class AsyncWatch(WatchBase, AsyncClosing):
     """``async for credentials in client.watch(user)``: the current credentials at once, then one
     item per new token, on a connection of its own. Same rules as ``Watch``: the first reply
     within the client's timeout, later ones within ``idle_timeout`` if given; the stream ends by
@@ -260,18 +199,11 @@ class AsyncWatch:
     (or leaving ``async with``) ends it and closes the connection.
     """
 
-    def __init__(self, client: AsyncClient, user: str, idle_timeout: Optional[Seconds] = None) -> None:
-        self._client = client
-        self._user = user
-        self._idle_timeout = None if idle_timeout is None else _positive_seconds(idle_timeout, "idle_timeout")
-        self._method = method_name("Watch")
-        self._parameters = {"userIdentifier": user}
-        self._connection: Optional[_AsyncConnection] = None
-        self._started = False
-        self._finished = False
+    _name = "AsyncWatch"
+    _connection: Optional[_AsyncConnection]
 
-    def __repr__(self) -> str:
-        return "AsyncWatch(user=%r, socket=%r)" % (self._user, self._client.socket_path)
+    def __init__(self, client: AsyncClient, user: str, idle_timeout: Optional[Seconds] = None) -> None:
+        super().__init__(client, user, idle_timeout)
 
     def __aiter__(self) -> "AsyncWatch":
         return self
@@ -281,7 +213,7 @@ class AsyncWatch:
             raise StopAsyncIteration
         first = not self._started
         timeout = self._client.timeout if first else self._idle_timeout
-        try:
+        with self._ending(StopAsyncIteration):
             try:
                 raw = await asyncio.wait_for(self._next_message(first), timeout)
             except asyncio.TimeoutError:
@@ -289,43 +221,15 @@ class AsyncWatch:
                     "tokend at %s sent no credentials of %r within %gs" % (self._client.socket_path, self._user, timeout or 0),
                     method=self._method,
                 ) from None
-            reply, continues = decode_reply(raw, self._method, self._parameters)
-            credentials = Credentials.from_wire(reply.get("credentials"))
-        except _Lost as lost:
-            closed_here = self._finished
-            self._finish()
-            if closed_here:
-                raise StopAsyncIteration from None
-            raise lost_error(self._client.socket_path, self._method, lost.detail) from None
-        except BaseException:
-            self._finish()
-            raise
-        if not continues:
-            self._finish()
-        return credentials
+            return self._take(raw)
 
     async def _next_message(self, first: bool) -> bytes:
         if first:
             self._started = True
             self._connection = await _AsyncConnection.open(self._client.socket_path, self._method)
-            await self._connection.send(encode_call(self._method, self._parameters, more=True))
-        connection = self._connection
-        if connection is None:
-            raise _Lost("closed")
-        return await connection.receive(self._method)
+            await self._connection.send(self._message())
+        return await self._open_connection().receive(self._method)
 
     async def aclose(self) -> None:
         """Ends the stream and closes its connection."""
         self._finish()
-
-    def _finish(self) -> None:
-        self._finished = True
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
-
-    async def __aenter__(self) -> "AsyncWatch":
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.aclose()

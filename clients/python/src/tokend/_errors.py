@@ -39,6 +39,16 @@ SECRET_PARAMETERS = ("accessToken", "refreshToken", "rejectedToken")
 _MAX_TEXT = 300
 
 
+def _text_property(key: str) -> property:
+    """The error's parameter ``key`` when it is a string, else None (as a read-only property)."""
+
+    def read(error: "TokendError") -> Optional[str]:
+        value = error.parameters.get(key)
+        return value if isinstance(value, str) else None
+
+    return property(read, doc="The ``%s`` parameter of the error, when it has one." % key)
+
+
 class TokendError(Exception):
     """Any failure of a call to tokend.
 
@@ -63,11 +73,7 @@ class TokendError(Exception):
         self.parameters: Dict[str, Any] = dict(parameters or {})
         self.method = method
 
-    @property
-    def user_identifier(self) -> Optional[str]:
-        """The ``userIdentifier`` parameter of the error, when it has one."""
-        value = self.parameters.get("userIdentifier")
-        return value if isinstance(value, str) else None
+    user_identifier = _text_property("userIdentifier")
 
     def __str__(self) -> str:
         return self.message
@@ -99,17 +105,13 @@ class PermissionDenied(TokendError):
 class ReauthenticationRequired(TokendError):
     """The login has ended; only a new login (a new credential) helps. ``reason`` says why."""
 
-    @property
-    def reason(self) -> Optional[str]:
-        return _text_parameter(self.parameters, "reason")
+    reason = _text_property("reason")
 
 
 class RefreshFailed(TokendError):
     """No fresh enough token now. ``reason`` says why, ``retry_at`` (UTC) when tokend tries again."""
 
-    @property
-    def reason(self) -> Optional[str]:
-        return _text_parameter(self.parameters, "reason")
+    reason = _text_property("reason")
 
     @property
     def retry_at(self) -> Optional[_dt.datetime]:
@@ -123,25 +125,19 @@ class CredentialExists(TokendError):
 class UnknownProvider(TokendError):
     """The provider named in ``add_credential`` is not configured."""
 
-    @property
-    def provider(self) -> Optional[str]:
-        return _text_parameter(self.parameters, "provider")
+    provider = _text_property("provider")
 
 
 class InvalidCredential(TokendError):
     """tokend refused the token response given to ``add_credential``."""
 
-    @property
-    def reason(self) -> Optional[str]:
-        return _text_parameter(self.parameters, "reason")
+    reason = _text_property("reason")
 
 
 class StorageFailed(TokendError):
     """tokend's credential store failed."""
 
-    @property
-    def reason(self) -> Optional[str]:
-        return _text_parameter(self.parameters, "reason")
+    reason = _text_property("reason")
 
 
 class KeyRotationUnavailable(TokendError):
@@ -151,13 +147,8 @@ class KeyRotationUnavailable(TokendError):
 class LoginFailed(TokendError):
     """A login produced no credential; ``oauth_error`` is the provider's error code, if any."""
 
-    @property
-    def reason(self) -> Optional[str]:
-        return _text_parameter(self.parameters, "reason")
-
-    @property
-    def oauth_error(self) -> Optional[str]:
-        return _text_parameter(self.parameters, "oauthError")
+    reason = _text_property("reason")
+    oauth_error = _text_property("oauthError")
 
 
 class UnknownLogin(TokendError):
@@ -180,9 +171,7 @@ class ProtocolError(TokendError):
 class InvalidParameter(ProtocolError):
     """``org.varlink.service.InvalidParameter``: a parameter was missing, mistyped or invalid."""
 
-    @property
-    def parameter(self) -> Optional[str]:
-        return _text_parameter(self.parameters, "parameter")
+    parameter = _text_property("parameter")
 
 
 class MethodNotFound(ProtocolError):
@@ -355,11 +344,6 @@ def error_from_reply(
     else:
         message = "tokend answered %s with error %s" % (shown_method, display(name, secrets))
     return cls(message, error_name=name, parameters=parameters, method=method)
-
-
-def _text_parameter(parameters: Mapping[str, Any], key: str) -> Optional[str]:
-    value = parameters.get(key)
-    return value if isinstance(value, str) else None
 
 
 def _timestamp(value: Any) -> Optional[_dt.datetime]:

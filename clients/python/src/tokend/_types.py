@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, TypeVar
 
 from ._errors import ProtocolError
 
 __all__ = ["Credentials", "CredentialStatus", "DaemonStatus", "Status"]
+
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,16 +48,7 @@ class Credentials:
     @classmethod
     def from_wire(cls, value: Any) -> "Credentials":
         """Credentials from the ``credentials`` object of a reply; ``ProtocolError`` if malformed."""
-        if not isinstance(value, dict):
-            raise ProtocolError("tokend's reply has no credentials object")
-        return cls(
-            user_identifier=_string(value, "userIdentifier", "credentials"),
-            access_token=_string(value, "accessToken", "credentials"),
-            token_type=_string(value, "tokenType", "credentials"),
-            expires_at=_time(value, "expiresAt", "credentials"),
-            issued_at=_optional_time(value, "issuedAt", "credentials"),
-            scope=_optional_string(value, "scope", "credentials"),
-        )
+        return _from_wire(cls, value, "credentials", "tokend's reply has no credentials object")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,30 +76,9 @@ class CredentialStatus:
     @classmethod
     def from_wire(cls, value: Any) -> "CredentialStatus":
         where = "credential status"
-        if not isinstance(value, dict):
-            raise ProtocolError("tokend's reply has a credential status that is not an object")
-        readers = value.get("readers")
-        if not isinstance(readers, list) or not all(isinstance(r, str) for r in readers):
-            raise ProtocolError("tokend's reply has a %s without a readers list" % where)
-        shorter = value.get("shorterThanMargin")
-        return cls(
-            user_identifier=_string(value, "userIdentifier", where),
-            provider=_string(value, "provider", where),
-            state=_string(value, "state", where),
-            expires_at=_time(value, "expiresAt", where),
-            issued_at=_time(value, "issuedAt", where),
-            session_started_at=_time(value, "sessionStartedAt", where),
-            refresh_count=_integer(value, "refreshCount", where),
-            readers=tuple(readers),
-            enrolled_by_uid=_integer(value, "enrolledByUid", where),
-            session_ends_at=_optional_time(value, "sessionEndsAt", where),
-            next_refresh_at=_optional_time(value, "nextRefreshAt", where),
-            last_refresh_at=_optional_time(value, "lastRefreshAt", where),
-            last_error=_optional_string(value, "lastError", where),
-            lease_holder=_optional_string(value, "leaseHolder", where),
-            lease_expires_at=_optional_time(value, "leaseExpiresAt", where),
-            shorter_than_margin=shorter if isinstance(shorter, bool) else None,
-        )
+        if isinstance(value, dict):
+            _names(value, "readers", where)  # a bad readers list is reported before other fields
+        return _from_wire(cls, value, where, "tokend's reply has a credential status that is not an object")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,25 +101,7 @@ class DaemonStatus:
 
     @classmethod
     def from_wire(cls, value: Any) -> "DaemonStatus":
-        where = "daemon status"
-        if not isinstance(value, dict):
-            raise ProtocolError("tokend's reply has a daemon status that is not an object")
-        nodes = value.get("nodes")
-        return cls(
-            version=_string(value, "version", where),
-            started_at=_time(value, "startedAt", where),
-            credentials=_integer(value, "credentials", where),
-            valid=_integer(value, "valid", where),
-            refreshing=_integer(value, "refreshing", where),
-            retrying=_integer(value, "retrying", where),
-            reauthentication_required=_integer(value, "reauthenticationRequired", where),
-            expired=_integer(value, "expired", where),
-            next_refresh_at=_optional_time(value, "nextRefreshAt", where),
-            store=_optional_string(value, "store", where),
-            store_problem=_optional_string(value, "storeProblem", where),
-            node=_optional_string(value, "node", where),
-            nodes=tuple(n for n in nodes if isinstance(n, str)) if isinstance(nodes, list) else None,
-        )
+        return _from_wire(cls, value, "daemon status", "tokend's reply has a daemon status that is not an object")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +134,20 @@ class Status:
         for reply in replies[1:]:
             credentials.extend(cls.from_wire(reply).credentials)
         return cls(daemon=first.daemon, credentials=credentials)
+
+
+def _from_wire(cls: Type[_T], value: Any, where: str, not_an_object: str) -> _T:
+    """The dataclass ``cls`` from a reply's object: each field ``snake_name`` from the key
+    ``snakeName``, read as its annotation says (see ``_READERS``), in the order of the fields.
+    ``ProtocolError`` when a field is malformed, or ``not_an_object`` when ``value`` is no object."""
+    if not isinstance(value, dict):
+        raise ProtocolError(not_an_object)
+    fields = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        head, *rest = field.name.split("_")
+        key = head + "".join(word.capitalize() for word in rest)
+        fields[field.name] = _READERS[field.type](value, key, where)  # type: ignore[index]
+    return cls(**fields)
 
 
 def _string(value: Mapping[str, Any], key: str, where: str) -> str:
@@ -217,3 +185,35 @@ def _optional_time(value: Mapping[str, Any], key: str, where: str) -> Optional[_
     if value.get(key) is None:
         return None
     return _time(value, key, where)
+
+
+def _names(value: Mapping[str, Any], key: str, where: str) -> Tuple[str, ...]:
+    items = value.get(key)
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ProtocolError("tokend's reply has a %s without a %s list" % (where, key))
+    return tuple(items)
+
+
+def _optional_names(value: Mapping[str, Any], key: str, where: str) -> Optional[Tuple[str, ...]]:
+    items = value.get(key)
+    return tuple(item for item in items if isinstance(item, str)) if isinstance(items, list) else None
+
+
+def _optional_flag(value: Mapping[str, Any], key: str, where: str) -> Optional[bool]:
+    item = value.get(key)
+    return item if isinstance(item, bool) else None
+
+
+#: How a field is read, by its annotation (a string: ``from __future__ import annotations``).
+#: Required fields must be there with their type; optional ones may be missing or null (lists
+#: and flags that are not what they should be count as missing).
+_READERS: Dict[str, Callable[[Mapping[str, Any], str, str], Any]] = {
+    "str": _string,
+    "Optional[str]": _optional_string,
+    "int": _integer,
+    "_dt.datetime": _time,
+    "Optional[_dt.datetime]": _optional_time,
+    "Tuple[str, ...]": _names,
+    "Optional[Tuple[str, ...]]": _optional_names,
+    "Optional[bool]": _optional_flag,
+}

@@ -30,7 +30,8 @@ from typing import AsyncGenerator, Generator, Optional
 import httpx
 
 from ._aio import AsyncClient
-from ._client import Client, Seconds, _whole_seconds
+from ._client import Client
+from ._common import Seconds, whole_seconds
 from ._types import Credentials
 
 __all__ = ["TokendAuth"]
@@ -59,7 +60,7 @@ class TokendAuth(httpx.Auth):
         min_valid: Seconds = 30,
     ) -> None:
         self.user = user
-        self.min_valid = _whole_seconds(min_valid, "min_valid")
+        self.min_valid = whole_seconds(min_valid, "min_valid")
         self._client = client
         self._async_client = async_client
 

@@ -32,7 +32,8 @@ import requests
 from requests.auth import AuthBase
 from requests.cookies import extract_cookies_to_jar
 
-from ._client import Client, Seconds, _whole_seconds
+from ._client import Client
+from ._common import Seconds, whole_seconds
 from ._types import Credentials
 
 __all__ = ["TokendAuth"]
@@ -51,7 +52,7 @@ class TokendAuth(AuthBase):
     def __init__(self, user: str, client: Optional[Client] = None, min_valid: Seconds = 30) -> None:
         self.user = user
         self.client = client if client is not None else Client()
-        self.min_valid = _whole_seconds(min_valid, "min_valid")
+        self.min_valid = whole_seconds(min_valid, "min_valid")
 
     def __repr__(self) -> str:
         return "TokendAuth(user=%r, client=%r)" % (self.user, self.client)
