@@ -2,7 +2,7 @@
 """Prints one table from the result files of one `bench/run` and writes run-<stamp>.json.
 
     summary.py OUT.json socket.json scale.json storm.json singleflight.json micro.json standin.json stormalone.json
-               standinqueue.json  (any may be "-")
+               standinqueue.json [oneshot.json]  (any may be "-")
 """
 import json
 import sys
@@ -102,10 +102,40 @@ def micro_section(d):
         print(f"  {b['name']:68} {b.get('time', '?'):>12} {b.get('mallocs', '?'):>10} mallocs")
 
 
+def oneshot_section(d):
+    o = d["oidc_agent"]
+    s = d["settings"]
+    agent = o.get("version", "oidc-agent") if o["available"] else f"oidc-agent: not available ({o['reason']})"
+    print(f"One-shot CLI and connection per request: tokend vs {agent} vs C floor"
+          f" (same run; load average at start {' '.join(f'{x:.2f}' for x in d.get('loadavg_start', []))})")
+    print(f"  one-shot wall time ({s['runs']} runs, {s['oneshot_timer']}):")
+    for name, r in d["oneshot"].items():
+        print(f"    {name:20} median {r['median_ms']:>7.3f} ms   p90 {r['p90_ms']:>7.3f} ms")
+    t = d["oneshot_target"]
+    if t["tokenctl_over_oidc_token_median"] is not None:
+        print(f"    tokenctl / oidc-token (median) = {t['tokenctl_over_oidc_token_median']:.2f}"
+              f" (target <= 2: {yes(t['met'])})")
+    else:
+        print("    tokenctl / oidc-token: no oidc-token to compare with")
+    print(f"  connection per request, req/s ({s['duration_s']} s per point; server CPU µs/req in brackets):")
+    print(f"    {'clients':>7} {'tokend':>16} {'oidc-agent':>16} {'C floor':>16} {'tokend/floor':>12} {'tokend/agent':>12}")
+    for r in d["connection_per_request"]:
+        def cell(k):
+            x = r.get(k)
+            if not x:
+                return "-"
+            bad = "!" if x.get("errors") or x.get("io_failures") or x.get("mismatches") or x.get("exit") else ""
+            return f"{x['requests_per_sec']:.0f} [{x.get('server_cpu_us_per_req', 0):.0f}]{bad}"
+        t, a, f = r["tokend"]["requests_per_sec"], (r.get("oidc_agent") or {}).get("requests_per_sec"), r["floor"]["requests_per_sec"]
+        print(f"    {r['clients']:>7} {cell('tokend'):>16} {cell('oidc_agent'):>16} {cell('floor'):>16}"
+              f" {t / f if f else 0:>12.2f} {(f'{t / a:.2f}' if a else '-'):>12}")
+    print(f"    (! = errors/mismatches/transport failures; IdP token POSTs while measuring: {d['idp_token_posts_during_measurement']})")
+
+
 def main():
     out, paths = sys.argv[1], sys.argv[2:]
-    names = ["socket", "scale", "storm", "singleflight", "micro", "standin", "stormalone", "standinqueue"]
-    order = ["socket", "scale", "storm", "stormalone", "standin", "standinqueue", "singleflight", "micro"]
+    names = ["socket", "scale", "storm", "singleflight", "micro", "standin", "stormalone", "standinqueue", "oneshot"]
+    order = ["socket", "oneshot", "scale", "storm", "stormalone", "standin", "standinqueue", "singleflight", "micro"]
     data = {n: load(p) for n, p in zip(names, paths)}
     print()
     print("tokend benchmarks — %s, %s CPUs (%s), load average %s" % (
@@ -113,7 +143,7 @@ def main():
         " ".join(f"{x:.2f}" for x in host_info()["loadavg"])))
     sections = {"socket": socket_section, "scale": scale_section, "storm": storm_section,
                 "singleflight": singleflight_section, "micro": micro_section, "standin": standin_section,
-                "stormalone": stormalone_section, "standinqueue": standinqueue_section}
+                "stormalone": stormalone_section, "standinqueue": standinqueue_section, "oneshot": oneshot_section}
     for n in order:
         if data.get(n):
             if n not in ("stormalone", "standin", "standinqueue"):  # these continue the storm's lines
