@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from tokendbench import (BENCH_DIR, IDP_SCRIPT, Processes, _read_ready, idp_provider_section, idp_python,
+from tokendbench import (clean_up, BENCH_DIR, IDP_SCRIPT, Processes, _read_ready, idp_provider_section, idp_python,
                          idp_token_posts, loadavg, log, percentile, tokend_bin, tree_cpu_seconds, wait_ready, write_config,
                          write_result)
 
@@ -270,11 +270,7 @@ def main():
     finally:
         if oidc_dir.exists():
             subprocess.run([str(BENCH_DIR / "oidc-agent-setup.sh"), "stop", str(oidc_dir)], timeout=30)
-        procs.stop_all()
-        if args.keep_tmp:
-            log(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        clean_up(procs, tmp, args.keep_tmp)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from tokendbench import (Processes, distribution_ms, idp_provider_section, idp_token_posts, loadavg, log, mint,
+from tokendbench import (clean_up, Processes, distribution_ms, idp_provider_section, idp_token_posts, loadavg, log, mint,
                          start_idp, storegen_bin, tokend_bin, wait_ready, write_config, write_result)
 
 
@@ -99,11 +98,7 @@ def main():
         print(f"results: {out}")
         return 0 if row["targets_met"] else 3
     finally:
-        procs.stop_all()
-        if args.keep_tmp:
-            log(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        clean_up(procs, tmp, args.keep_tmp)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import sys
 import tempfile
 import threading
@@ -39,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from tokendbench import (Processes, Varlink, ask_everyone, distribution_ms, idp_provider_section, loadavg, log, mint,
+from tokendbench import (clean_up, Processes, Varlink, ask_everyone, distribution_ms, idp_provider_section, loadavg, log, mint,
                          proc_cpu_seconds, proc_cpu_split, proxy_stats, start_idp, start_proxy, storegen_bin, tokend_bin,
                          tree_cpu_seconds, descendants, wait_ready, write_config, write_result)
 
@@ -259,11 +258,7 @@ def main():
         return 0 if row["targets_met"] else 3
     finally:
         stop.set()
-        procs.stop_all()
-        if args.keep_tmp:
-            log(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        clean_up(procs, tmp, args.keep_tmp)
 
 
 if __name__ == "__main__":

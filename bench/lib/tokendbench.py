@@ -6,6 +6,7 @@ stopped by `Processes.stop_all()` (the scripts call it in `finally`).
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -281,6 +282,15 @@ max_pipelined_calls = 1024
 
 
 # ------------------------------------------------------------------ numbers
+
+def clean_up(procs, tmp, keep):
+    """Stops every process a benchmark started and removes its scratch folder (unless kept)."""
+    procs.stop_all()
+    if keep:
+        log(f"kept {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 def percentile(sorted_values, p):
     """Nearest-rank percentile of an already sorted list."""
