@@ -15,7 +15,7 @@ set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(dirname "$BENCH_DIR")
-TOKEND_BIN=${TOKEND_BIN:-$REPO_DIR/.build-release/release/tokend}
+TOKEND_BIN=${TOKEND_BIN:-$REPO_DIR/.build-release/dist/tokend}
 PHASE=${SECONDS_PER_PHASE:-20}
 (( PHASE > 300 )) && PHASE=300
 IDLE=${IDLE:-3000}

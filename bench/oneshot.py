@@ -49,7 +49,7 @@ MSG = '{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":
 
 
 def tokenctl_bin():
-    return Path(os.environ.get("TOKENCTL_BIN") or BENCH_DIR.parent / ".build-release/release/tokenctl")
+    return Path(os.environ.get("TOKENCTL_BIN") or BENCH_DIR.parent / ".build-release/dist/tokenctl")
 
 
 def mint_one(idp_state):

@@ -15,8 +15,8 @@ REPO_DIR=$(dirname "$BENCH_DIR")
 BIN="$BENCH_DIR/.bin"
 
 # ------------------------------------------------------------------ settings
-TOKEND_BIN=${TOKEND_BIN:-$REPO_DIR/.build-release/release/tokend}
-TOKENCTL_BIN=${TOKENCTL_BIN:-$REPO_DIR/.build-release/release/tokenctl}
+TOKEND_BIN=${TOKEND_BIN:-$REPO_DIR/.build-release/dist/tokend}
+TOKENCTL_BIN=${TOKENCTL_BIN:-$REPO_DIR/.build-release/dist/tokenctl}
 CONNECTIONS=${CONNECTIONS:-"1 2 64"}   # persistent-connection rows
 REQUESTS=${REQUESTS:-200000}           # per run, total over all connections ...
 DURATION=${DURATION:-10}               # ... or this many seconds, whichever first
@@ -50,7 +50,7 @@ usage: $0 [options]
   --reply-bytes N         floor-only: reply size of the stand-in (default 100)
   --results-dir DIR       where socket-<timestamp>.json goes (default bench/results)
   --keep-tmp              keep the temp dir (config, logs, raw results)
-env: TOKEND_BIN, TOKENCTL_BIN (default .build-release/release/{tokend,tokenctl}), FLOOR_MODE
+env: TOKEND_BIN, TOKENCTL_BIN (default .build-release/dist/{tokend,tokenctl}), FLOOR_MODE
      (thread|epoll, default thread), FLOOR_CPR_MODE (default epoll), PIN_CPU (default 0)
 EOF
 }
@@ -87,9 +87,9 @@ log() { echo "socket-bench: $*" >&2; }
 # ------------------------------------------------------------- preconditions
 if [ "$FLOOR_ONLY" != 1 ]; then
     [ -x "$TOKEND_BIN" ] || die "tokend binary not found or not executable: $TOKEND_BIN
-  build it first (swift build -c release --scratch-path .build-release) or set TOKEND_BIN=/path/to/tokend; or use --floor-only"
+  build it first (scripts/build-release) or set TOKEND_BIN=/path/to/tokend; or use --floor-only"
     [ -x "$TOKENCTL_BIN" ] || die "tokenctl binary not found or not executable: $TOKENCTL_BIN
-  build it first (swift build -c release --scratch-path .build-release) or set TOKENCTL_BIN=/path/to/tokenctl; or use --floor-only"
+  build it first (scripts/build-release) or set TOKENCTL_BIN=/path/to/tokenctl; or use --floor-only"
 fi
 NCPU=$(nproc)
 if [ "$DO_PIN" = 1 ] && [ "$PIN_CPU" -ge "$NCPU" ]; then die "PIN_CPU=$PIN_CPU but only $NCPU CPUs"; fi

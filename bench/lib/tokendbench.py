@@ -29,7 +29,7 @@ def env_path(name, default):
 
 
 def tokend_bin():
-    return env_path("TOKEND_BIN", REPO_DIR / ".build-release/release/tokend")
+    return env_path("TOKEND_BIN", REPO_DIR / ".build-release/dist/tokend")
 
 
 def storegen_bin():
