@@ -36,6 +36,7 @@ public struct ConfigurationParser {
         if let groups = try daemon.stringArray("admin_groups") { configuration.adminGroups = groups }
         if let allow = try daemon.boolean("allow_self_enrolment") { configuration.allowSelfEnrolment = allow }
         if let max = try daemon.integer("max_connections", in: 1...1_000_000) { configuration.maxConnections = max }
+        try parseQuotas(&daemon, into: &configuration)
         if let max = try daemon.integer("max_message_bytes", in: 1024...(16 << 20)) { configuration.maxMessageBytes = max }
         if let max = try daemon.integer("max_pipelined_calls", in: 1...100_000) { configuration.maxPipelinedCalls = max }
         if let timeout = try daemon.duration("call_timeout") { configuration.callTimeout = timeout }

@@ -20,6 +20,9 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var allowSelfEnrolment: Bool
     /// Connections beyond this many are closed on accept.
     public var maxConnections: Int
+    /// What one local user may make tokend hold (`max_connections_per_uid`,
+    /// `reserved_admin_connections`, `max_credentials_per_uid`, `max_calls_in_flight_per_uid`).
+    public var quotas: UserQuotas = UserQuotas()
     /// The largest message a client may send, in bytes (without the NUL).
     public var maxMessageBytes: Int
     /// Calls on one connection that may wait for their replies at once; reading pauses beyond it,

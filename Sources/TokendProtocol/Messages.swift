@@ -80,6 +80,8 @@ public struct DaemonStatus: Sendable, Hashable {
     /// With a shared store: this node's name, and the nodes seen recently.
     public var node: String?
     public var nodes: [String]?
+    /// What the caller's uid holds against its per-uid limits (absent from older daemons).
+    public var caller: QuotaUsage?
 
     public init(version: String, startedAt: Int64, credentials: Int64 = 0, valid: Int64 = 0, refreshing: Int64 = 0, retrying: Int64 = 0,
                 reauthenticationRequired: Int64 = 0, expired: Int64 = 0, nextRefreshAt: Int64? = nil) {
@@ -105,6 +107,7 @@ public struct DaemonStatus: Sendable, Hashable {
         object.setIfPresent("storeProblem", storeProblem.map(JSONValue.string))
         object.setIfPresent("node", node.map(JSONValue.string))
         object.setIfPresent("nodes", nodes.map { .array($0.map(JSONValue.string)) })
+        object.setIfPresent("caller", caller.map { .object($0.json) })
         return object
     }
 
@@ -120,6 +123,54 @@ public struct DaemonStatus: Sendable, Hashable {
         storeProblem = try r.optionalString("storeProblem")
         node = try r.optionalString("node")
         nodes = try r.optionalStringArray("nodes")
+        if let usage = object["caller"] {
+            guard case .object(let usageObject) = usage else { throw .invalidParameter("caller") }
+            caller = try QuotaUsage(json: usageObject)
+        }
+    }
+}
+
+/// A uid's use of its per-uid limits, in `Status`.
+public struct QuotaUsage: Sendable, Hashable {
+    public var uid: Int64
+    /// Administrators are not limited by the per-uid limits (only by `max_connections`).
+    public var administrator: Bool
+    public var connections: Int64
+    public var maxConnections: Int64
+    public var credentials: Int64
+    public var maxCredentials: Int64
+    public var callsInFlight: Int64
+    public var maxCallsInFlight: Int64
+
+    public init(
+        uid: Int64, administrator: Bool, connections: Int64, maxConnections: Int64, credentials: Int64, maxCredentials: Int64,
+        callsInFlight: Int64, maxCallsInFlight: Int64
+    ) {
+        self.uid = uid
+        self.administrator = administrator
+        self.connections = connections
+        self.maxConnections = maxConnections
+        self.credentials = credentials
+        self.maxCredentials = maxCredentials
+        self.callsInFlight = callsInFlight
+        self.maxCallsInFlight = maxCallsInFlight
+    }
+
+    public var json: JSONObject {
+        [
+            "uid": .int(uid), "administrator": .bool(administrator), "connections": .int(connections), "maxConnections": .int(maxConnections),
+            "credentials": .int(credentials), "maxCredentials": .int(maxCredentials), "callsInFlight": .int(callsInFlight),
+            "maxCallsInFlight": .int(maxCallsInFlight),
+        ]
+    }
+
+    public init(json object: JSONObject) throws(VarlinkError) {
+        let r = ParameterReader(object)
+        self.init(
+            uid: try r.int("uid"), administrator: try r.optionalBool("administrator") ?? false, connections: try r.int("connections"),
+            maxConnections: try r.int("maxConnections"), credentials: try r.int("credentials"), maxCredentials: try r.int("maxCredentials"),
+            callsInFlight: try r.int("callsInFlight"), maxCallsInFlight: try r.int("maxCallsInFlight")
+        )
     }
 }
 

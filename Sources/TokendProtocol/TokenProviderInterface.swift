@@ -42,7 +42,22 @@ type DaemonStatus (
   storeProblem: ?string,
   # With a shared store: this node's name and the nodes seen recently.
   node: ?string,
-  nodes: ?[]string
+  nodes: ?[]string,
+  # What the caller's uid holds against its per-uid limits.
+  caller: ?QuotaUsage
+)
+
+# A uid's use of its per-uid limits. Administrators are not limited by them (administrator
+# true), except by max_connections.
+type QuotaUsage (
+  uid: int,
+  administrator: bool,
+  connections: int,
+  maxConnections: int,
+  credentials: int,
+  maxCredentials: int,
+  callsInFlight: int,
+  maxCallsInFlight: int
 )
 
 # One credential, without its tokens. Times are seconds since the epoch.
@@ -160,6 +175,10 @@ error KeyRotationUnavailable (reason: string)
 error LoginFailed (userIdentifier: string, reason: string, oauthError: ?string)
 # No login with this id is waiting for this caller (never begun, expired, completed, cancelled).
 error UnknownLogin (loginId: string)
+# A per-uid limit was reached. quota: connections (the daemon is full for non-administrators),
+# connections_per_uid, credentials_per_uid or calls_in_flight_per_uid; limit: its value. A
+# refused connection gets this error as its only message, then is closed.
+error QuotaExceeded (quota: string, limit: int, userIdentifier: ?string)
 # A message that is not a valid Varlink call (not JSON, no method, too large). After a
 # message too large to read, the connection is closed.
 error InvalidMessage (reason: string)

@@ -46,6 +46,7 @@ public enum TokendErrorName: String, Sendable, CaseIterable {
     case invalidMessage = "io.tokend.TokenProvider.InvalidMessage"
     case loginFailed = "io.tokend.TokenProvider.LoginFailed"
     case unknownLogin = "io.tokend.TokenProvider.UnknownLogin"
+    case quotaExceeded = "io.tokend.TokenProvider.QuotaExceeded"
 }
 
 extension VarlinkError {
@@ -77,6 +78,13 @@ extension VarlinkError {
     }
     public static func invalidMessage(_ reason: String) -> VarlinkError {
         VarlinkError(name: TokendErrorName.invalidMessage.rawValue, parameters: ["reason": .string(reason)])
+    }
+    /// A per-uid limit refused the call or the connection: `quota` names it (as in the
+    /// configuration, without `max_`), `limit` is its value.
+    public static func quotaExceeded(_ quota: String, limit: Int, userIdentifier: String? = nil) -> VarlinkError {
+        var parameters: JSONObject = ["quota": .string(quota), "limit": .int(Int64(limit))]
+        if let userIdentifier { parameters["userIdentifier"] = .string(userIdentifier) }
+        return VarlinkError(name: TokendErrorName.quotaExceeded.rawValue, parameters: parameters)
     }
     public static func keyRotationUnavailable(_ reason: String) -> VarlinkError {
         VarlinkError(name: TokendErrorName.keyRotationUnavailable.rawValue, parameters: ["reason": .string(reason)])

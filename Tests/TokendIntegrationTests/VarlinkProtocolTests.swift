@@ -162,7 +162,7 @@ struct VarlinkProtocolTests {
         try await daemon.stop()
     }
 
-    @Test func connectionsBeyondTheLimitAreClosed() async throws {
+    @Test func connectionsBeyondTheLimitAreRefusedWithTheReason() async throws {
         let daemon = try DaemonProcess(configuration: DaemonProcess.configuration().replacingOccurrences(of: "max_connections = 64", with: "max_connections = 4"))
         try await daemon.start()
         // The start-up probe's connection holds a slot until the daemon sees it close.
@@ -172,7 +172,13 @@ struct VarlinkProtocolTests {
         for client in open { #expect(try client.call(#"{"method":"org.varlink.service.GetInfo"}"#).errorName == nil) }
         let extra = try RawClient(path: daemon.socketPath)
         try? extra.send(#"{"method":"org.varlink.service.GetInfo"}"#)
-        #expect((try? extra.receive()) ?? nil == nil, "the fifth connection is closed without a reply")
+        // Root is not limited per uid, but nobody passes max_connections: the fifth connection
+        // gets the reason, then the end of the stream.
+        let refusal = try #require(try extra.receive(), "the fifth connection is told why")
+        let reply = try RawClient.object(refusal)
+        #expect(reply.errorName == "io.tokend.TokenProvider.QuotaExceeded", "\(refusal)")
+        #expect(reply.parameters["quota"] as? String == "connections" && reply.parameters["limit"] as? Int == 4, "\(refusal)")
+        #expect((try? extra.receive()) ?? nil == nil, "then it is closed")
         open.removeLast()
         // The daemon notices the closed connection asynchronously; poll (bounded) for the slot.
         var served = false

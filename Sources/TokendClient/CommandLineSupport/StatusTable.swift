@@ -19,7 +19,10 @@ public enum StatusTable {
     /// - Returns: the text, ending in a newline.
     public static func render(daemon: DaemonStatus?, credentials: [CredentialStatus], now: Int64) -> String {
         var output = ""
-        if let daemon { output += header(daemon, now: now) + "\n" }
+        if let daemon {
+            output += header(daemon, now: now) + "\n"
+            if let usage = daemon.caller { output += usageLine(usage) + "\n" }
+        }
         guard !credentials.isEmpty else {
             output +=
                 daemon == nil || daemon?.credentials == 0
@@ -82,6 +85,16 @@ public enum StatusTable {
         }
         text += storeSummary(daemon)
         return text
+    }
+
+    /// `uid 1000: 2 of 128 connections, 3 of 256 credentials, 0 of 64 calls waiting`: the
+    /// caller's use of its per-uid limits (administrators: not limited by them).
+    public static func usageLine(_ usage: QuotaUsage) -> String {
+        if usage.administrator {
+            return "uid \(usage.uid) (administrator, not limited per uid): \(usage.connections) connections, \(usage.credentials) credentials"
+        }
+        return "uid \(usage.uid): \(usage.connections) of \(usage.maxConnections) connections, \(usage.credentials) of \(usage.maxCredentials) credentials, "
+            + "\(usage.callsInFlight) of \(usage.maxCallsInFlight) calls waiting"
     }
 
     /// One table row.

@@ -19,6 +19,7 @@ public enum TokenctlExitStatus {
     public static let unknownProvider: Int32 = 10
     public static let invalidCredential: Int32 = 11
     public static let loginFailed: Int32 = 12
+    public static let quotaExceeded: Int32 = 13
 
     /// Every status and what it means, in order, for `--help`.
     public static let table: [(status: Int32, meaning: String)] = [
@@ -35,6 +36,7 @@ public enum TokenctlExitStatus {
         (unknownProvider, "add: no such provider in tokend's configuration"),
         (invalidCredential, "add: tokend refused the token response"),
         (loginFailed, "login: the login was denied, expired or failed verification"),
+        (quotaExceeded, "a per-user limit of tokend was reached (connections, credentials, calls)"),
     ]
 
     /// The exit status for a failed call.
@@ -52,6 +54,7 @@ public enum TokenctlExitStatus {
         case .unknownProvider: unknownProvider
         case .invalidCredential: invalidCredential
         case .loginFailed, .unknownLogin: loginFailed
+        case .quotaExceeded: quotaExceeded
         case .invalidParameter: usage
         default: other
         }

@@ -19,6 +19,7 @@ extension TokendClientError.Code {
         case TokendErrorName.keyRotationUnavailable.rawValue: self = .keyRotationUnavailable
         case TokendErrorName.loginFailed.rawValue: self = .loginFailed
         case TokendErrorName.unknownLogin.rawValue: self = .unknownLogin
+        case TokendErrorName.quotaExceeded.rawValue: self = .quotaExceeded
         // The daemon could not read our message: a client/daemon mismatch.
         case TokendErrorName.invalidMessage.rawValue: self = .protocolError
         case "org.varlink.service.InvalidParameter": self = .invalidParameter
@@ -94,6 +95,9 @@ extension TokendClientError {
             message = "the login of \(userPhrase) failed\(reason)"
         case .unknownLogin:
             message = "tokend has no login in progress with that id for this caller (it expired, was completed or was cancelled)"
+        case .quotaExceeded:
+            let limit = parameters["limit"]?.int64Value.map { " (\($0))" } ?? ""
+            message = "tokend refused \(method): this user has reached the quota \(text("quota") ?? "?")\(limit)"
         case .invalidParameter:
             message = "tokend refused parameter '\(text("parameter") ?? "?")' of \(method)"
         case .methodNotFound:

@@ -14,7 +14,7 @@ public struct TokendClientError: Error, Sendable, Hashable, CustomStringConverti
             case unknownUser, permissionDenied, reauthenticationRequired, refreshFailed
             case credentialExists, unknownProvider, invalidCredential, storageFailed, keyRotationUnavailable
             case invalidParameter, methodNotFound, expectedMore
-            case loginFailed, unknownLogin
+            case loginFailed, unknownLogin, quotaExceeded
             case daemonUnavailable, timeout, cancelled, protocolError, other
         }
 
@@ -31,6 +31,9 @@ public struct TokendClientError: Error, Sendable, Hashable, CustomStringConverti
         public static let reauthenticationRequired = Code(.reauthenticationRequired)
         /// tokend could not get a fresh enough token; it may succeed later (see `retryAt`).
         public static let refreshFailed = Code(.refreshFailed)
+        /// A per-uid limit of the daemon refused the call or the connection (``TokendClientError/parameters``
+        /// has `quota` and `limit`).
+        public static let quotaExceeded = Code(.quotaExceeded)
         /// `AddCredential` without `replace` for a user that already has a credential.
         public static let credentialExists = Code(.credentialExists)
         /// The provider named in `AddCredential` is not configured.

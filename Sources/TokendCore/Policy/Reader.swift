@@ -70,3 +70,20 @@ public struct ResolvedReaders: Sendable, Hashable {
         }
     }
 }
+
+/// Whose turn a credential's grant waits in when grants queue (``RoundRobinQueue``): the lowest
+/// uid among its readers, else its lowest group, else nobody in particular. A credential a user
+/// enrolled for themself has that user's uid.
+public enum CredentialOwner: Hashable, Sendable {
+    case uid(UInt32)
+    case gid(UInt32)
+    case unresolved
+}
+
+extension ResolvedReaders {
+    public var owner: CredentialOwner {
+        if let uid = uids.min() { return .uid(uid) }
+        if let gid = gids.min() { return .gid(gid) }
+        return .unresolved
+    }
+}

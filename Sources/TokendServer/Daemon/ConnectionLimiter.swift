@@ -1,51 +1,80 @@
 import Synchronization
+import TokendCore
 
-/// Counts open connections and refuses new ones beyond the configured maximum.
+/// Counts open connections, in all and per uid, and admits or refuses new ones by
+/// ``UserQuotas/admitConnection(open:openForUID:maximum:isAdmin:)``: `max_connections` for
+/// everyone, a share reserved for administrators, and `max_connections_per_uid` for each other
+/// user. Watch connections count like any other.
 final class ConnectionLimiter: Sendable {
     private struct State {
         var open = 0
+        var openByUID: [UInt32: Int] = [:]
         var maximum: Int
-        var refusedSinceLog = 0
+        var quotas: UserQuotas
+        /// Refusals not yet reported, and when each uid's last report was, so that a flood of
+        /// connections from one uid produces one log line a minute.
+        var unreported: [UInt32: Int] = [:]
+        var lastReported: [UInt32: ContinuousClock.Instant] = [:]
         /// Since start, for metrics.
         var accepted = 0
         var refused = 0
     }
 
+    /// How often a refused uid is logged at most.
+    static let reportInterval = Duration.seconds(60)
+
     private let state: Mutex<State>
 
-    init(maximum: Int) { state = Mutex(State(maximum: maximum)) }
+    init(maximum: Int, quotas: UserQuotas = UserQuotas()) { state = Mutex(State(maximum: maximum, quotas: quotas)) }
 
-    /// Takes a slot; `false` when the limit is reached. The second value is how many refusals to
-    /// report in one log line (0 when this refusal should not be logged yet), so a flood of
-    /// connections produces a trickle of log lines.
-    func tryAcquire() -> (accepted: Bool, refusalsToLog: Int) {
+    /// The verdict on one connection.
+    enum Admission: Equatable {
+        case accepted
+        /// `report` is how many refusals of this uid to log now (0: not yet, one line a minute).
+        case refused(QuotaRefusal, report: Int)
+    }
+
+    /// Takes a slot for a connection of `uid`, or says which limit refuses it.
+    func admit(uid: UInt32, isAdmin: Bool, now: ContinuousClock.Instant = .now) -> Admission {
         state.withLock { state in
-            if state.open < state.maximum {
-                state.open += 1
-                state.accepted += 1
-                return (true, 0)
+            let mine = state.openByUID[uid, default: 0]
+            if let refusal = state.quotas.admitConnection(open: state.open, openForUID: mine, maximum: state.maximum, isAdmin: isAdmin) {
+                state.refused += 1
+                state.unreported[uid, default: 0] += 1
+                if let last = state.lastReported[uid], now - last < Self.reportInterval { return .refused(refusal, report: 0) }
+                state.lastReported[uid] = now
+                let count = state.unreported.removeValue(forKey: uid) ?? 0
+                if state.lastReported.count > 4096 { state.lastReported = state.lastReported.filter { now - $0.value < Self.reportInterval } }
+                return .refused(refusal, report: count)
             }
-            state.refused += 1
-            state.refusedSinceLog += 1
-            // Log the first refusal and then every 1000th.
-            if state.refusedSinceLog == 1 || state.refusedSinceLog % 1000 == 0 {
-                return (false, state.refusedSinceLog)
-            }
-            return (false, 0)
+            state.open += 1
+            state.openByUID[uid] = mine + 1
+            state.accepted += 1
+            return .accepted
         }
     }
 
-    func release() {
+    /// Gives back the slot of a closed connection of `uid`.
+    func release(uid: UInt32) {
         state.withLock { state in
             state.open -= 1
-            if state.open < state.maximum / 2 { state.refusedSinceLog = 0 }
+            let mine = state.openByUID[uid, default: 1] - 1
+            state.openByUID[uid] = mine > 0 ? mine : nil
         }
     }
 
-    /// Changes the limit (reload); connections already open stay open.
-    func setMaximum(_ maximum: Int) { state.withLock { $0.maximum = maximum } }
+    /// Changes the limits (reload); connections already open stay open.
+    func setLimits(maximum: Int, quotas: UserQuotas) {
+        state.withLock {
+            $0.maximum = maximum
+            $0.quotas = quotas
+        }
+    }
 
     var openConnections: Int { state.withLock { $0.open } }
+
+    /// Connections `uid` has open now.
+    func openConnections(uid: UInt32) -> Int { state.withLock { $0.openByUID[uid, default: 0] } }
 
     /// Open connections now, and connections accepted and refused since start.
     var totals: (open: Int, accepted: Int, refused: Int) { state.withLock { ($0.open, $0.accepted, $0.refused) } }

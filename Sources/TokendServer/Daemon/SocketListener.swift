@@ -53,16 +53,23 @@ struct SocketListener {
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
-                let (accepted, refusals) = limiter.tryAcquire()
-                guard accepted else {
-                    if refusals > 0 {
-                        logger.warning("connection limit reached; refusing connections", metadata: ["refused": "\(refusals)", "limit": "\(limits)"])
+                // Who is calling comes first: the connection limits are per uid, with a share
+                // kept for administrators.
+                PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                    let isAdmin = router.settings.current.accessPolicy.isAdmin(caller)
+                    switch limiter.admit(uid: caller.uid, isAdmin: isAdmin) {
+                    case .refused(let refusal, let report):
+                        if report > 0 {
+                            logger.warning(
+                                refusal.quota == .connections ? "connection refused: connection limit reached" : "connection refused: per-user limit reached",
+                                metadata: ["uid": "\(caller.uid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)", "refused": "\(report)"])
+                        }
+                        try channel.pipeline.syncOperations.addHandler(ConnectionRefusal(refusal))
+                        return
+                    case .accepted:
+                        channel.closeFuture.whenComplete { _ in limiter.release(uid: caller.uid) }
                     }
-                    return channel.eventLoop.makeFailedFuture(ListenerError("connection limit reached"))
-                }
-                channel.closeFuture.whenComplete { _ in limiter.release() }
-                connections.add(channel)
-                return PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                    connections.add(channel)
                     try channel.pipeline.syncOperations.addHandlers([
                         PartialMessageTimeout(limit: limits.messageTimeout, caller: caller, logger: logger),
                         ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: limits.maximumMessageBytes)),

@@ -53,7 +53,7 @@ extension TokendDaemon {
             }
             settings.update(values)
             await registry.reconfigure(limits: new.refreshLimits)
-            limiter.setMaximum(new.maxConnections)
+            limiter.setLimits(maximum: new.maxConnections, quotas: new.quotas)
             if let level = Logger.Level(rawValue: new.logLevel) { daemon.options.logLevel?.set(level) }
             current.withLock { $0 = new }
 

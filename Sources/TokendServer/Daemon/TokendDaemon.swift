@@ -106,12 +106,12 @@ public final class TokendDaemon: Service {
         }
         clockMonitor.start()
 
+        let limiter = ConnectionLimiter(maximum: configuration.maxConnections, quotas: configuration.quotas)
         let router = CallRouter(
             view: view, registry: registry, settings: settings,
             daemonInfo: DaemonInfo(version: DaemonInfo.version, startedAt: startedAt), logger: logger,
-            now: WallClock.now, coordination: opened.coordination
+            now: WallClock.now, connections: limiter, coordination: opened.coordination
         )
-        let limiter = ConnectionLimiter(maximum: configuration.maxConnections)
         let listener = SocketListener(
             router: router,
             limiter: limiter,

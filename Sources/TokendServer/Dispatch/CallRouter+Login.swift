@@ -10,7 +10,7 @@ extension CallRouter {
         switch call.method {
         case TokenProviderMethod.beginLogin.rawValue:
             let request = try BeginLoginRequest(json: call.parameters)
-            return deferred(on: eventLoop, what: "beginning the login", timeoutError: { timeout in
+            return deferred(on: eventLoop, caller: caller, what: "beginning the login", timeoutError: { timeout in
                 .loginFailed(request.userIdentifier, reason: "the provider did not answer within \(DurationFormat.humanReadable(timeout))", oauthError: nil)
             }) { [reply] in
                 let challenge = try await service.begin(request, caller: caller)
@@ -22,7 +22,7 @@ extension CallRouter {
             let redirectURL = try parameters.optionalString("redirectUrl")
             // A device login waits for the user for as long as the device code lives; the
             // service ends it by then, this is only the backstop.
-            return deferred(on: eventLoop, what: "completing the login", timeout: LoginService.maximumCompletion, timeoutError: { _ in
+            return deferred(on: eventLoop, caller: caller, what: "completing the login", timeout: LoginService.maximumCompletion, timeoutError: { _ in
                 .loginFailed("-", reason: "the login did not finish in time", oauthError: nil)
             }) { [reply] in
                 let status = try await service.complete(id, redirectURL: redirectURL, caller: caller)
@@ -30,7 +30,7 @@ extension CallRouter {
             }
         default:
             let id = try ParameterReader(call.parameters).string("loginId")
-            return deferred(on: eventLoop, what: "cancelling the login") { [reply, loginSessions, now] in
+            return deferred(on: eventLoop, caller: caller, what: "cancelling the login") { [reply, loginSessions, now] in
                 _ = try await loginSessions.take(id, caller: caller, now: now())
                 return [reply([:])]
             }

@@ -20,6 +20,10 @@ struct CallRouter: Sendable {
     let now: @Sendable () -> Timestamp
     /// Logins begun and not yet completed (shared by every connection's copy of the router).
     let loginSessions = LoginSessions()
+    /// Calls waiting for an answer, per uid (shared by every connection's copy of the router).
+    let callsInFlight = CallsInFlight()
+    /// Open connections per uid, for the caller's usage in `Status`.
+    let connections: ConnectionLimiter
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
     var coordination: any RefreshCoordination = LocalRefreshCoordination()
 
@@ -57,13 +61,13 @@ struct CallRouter: Sendable {
             return .watch(userIdentifier: user, initial: entry)
         case TokenProviderMethod.addCredential.rawValue:
             let request = try AddCredentialRequest(json: call.parameters)
-            return deferred(on: eventLoop, what: "adding the credential") { [registry] in
+            return deferred(on: eventLoop, caller: caller, what: "adding the credential") { [registry] in
                 try await registry.add(request, caller: caller)
                 return [reply([:])]
             }
         case TokenProviderMethod.removeCredential.rawValue:
             let user = try ParameterReader(call.parameters).string("userIdentifier")
-            return deferred(on: eventLoop, what: "removing the credential") { [registry] in
+            return deferred(on: eventLoop, caller: caller, what: "removing the credential") { [registry] in
                 try await registry.remove(user, caller: caller)
                 return [reply([:])]
             }
@@ -72,7 +76,7 @@ struct CallRouter: Sendable {
                 logDenied(caller, method: call.method, user: nil)
                 throw .permissionDenied(nil)
             }
-            return deferred(on: eventLoop, what: "rotating the key") { [registry] in
+            return deferred(on: eventLoop, caller: caller, what: "rotating the key") { [registry] in
                 let (keyID, count) = try await registry.rotateKey(caller: caller)
                 return [reply(["keyId": .string(keyID), "reencrypted": .int(Int64(count))])]
             }
@@ -115,7 +119,7 @@ struct CallRouter: Sendable {
             return .reply(entry.replyBytes)
         }
         let reason: RefreshReason = rejectedCurrent ? .rejectedByAPI(generation: entry.generation) : .tooShortLived(minimumValidity: .seconds(minValidSeconds))
-        return deferred(on: eventLoop, what: "refreshing the token", timeoutError: { timeout in
+        return deferred(on: eventLoop, caller: caller, what: "refreshing the token", timeoutError: { timeout in
             .refreshFailed(user, reason: "no fresh token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
         }) { [registry] in
             let fresh = try await registry.freshEntry(for: user, reason: reason, caller: caller)
@@ -153,6 +157,7 @@ struct CallRouter: Sendable {
         let all = user == nil ? view.snapshot() : view.unsortedSnapshot()
         var daemonFields = daemonStatus(all, now: now)
         addStoreStatus(&daemonFields)
+        daemonFields.caller = usage(of: caller)
         let daemon = daemonFields.json
         let leases = coordination.leaseHolders()
         if let user {
@@ -186,6 +191,17 @@ struct CallRouter: Sendable {
             start = end
         } while start < visible.count
         return .replies(messages)
+    }
+
+    /// What `caller`'s uid holds against its per-uid limits.
+    private func usage(of caller: CallerIdentity) -> QuotaUsage {
+        let current = settings.current
+        return QuotaUsage(
+            uid: Int64(caller.uid), administrator: current.accessPolicy.isAdmin(caller),
+            connections: Int64(connections.openConnections(uid: caller.uid)), maxConnections: Int64(current.quotas.connectionsPerUID),
+            credentials: Int64(view.countHeld(by: caller.uid)), maxCredentials: Int64(current.quotas.credentialsPerUID),
+            callsInFlight: Int64(callsInFlight.count(uid: caller.uid)), maxCallsInFlight: Int64(current.quotas.callsInFlightPerUID)
+        )
     }
 
     private func daemonStatus(_ entries: [ViewEntry], now: Timestamp) -> DaemonStatus {
@@ -225,13 +241,25 @@ struct CallRouter: Sendable {
     /// that wait on a person, such as a login).
     func deferred(
         on eventLoop: any EventLoop,
+        caller: CallerIdentity,
         what: String,
         timeout: Duration? = nil,
         timeoutError: @escaping @Sendable (Duration) -> VarlinkError = { timeout in .storageFailed("timed out after \(DurationFormat.humanReadable(timeout))") },
         _ work: @escaping @Sendable () async throws -> [[UInt8]]
     ) -> CallOutcome {
-        let timeout = timeout ?? settings.current.callTimeout
+        let current = settings.current
+        let timeout = timeout ?? current.callTimeout
+        let uid = caller.uid
+        if let (refusal, log) = callsInFlight.begin(uid: uid, isAdmin: current.accessPolicy.isAdmin(caller), quotas: current.quotas) {
+            if log {
+                logger.notice("call refused: per-user limit reached", metadata: [
+                    "uid": "\(uid)", "pid": "\(caller.pid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)",
+                ])
+            }
+            return .reply(ErrorReplies.encode(.quotaExceeded(refusal.quota.rawValue, limit: refusal.limit)))
+        }
         let promise = eventLoop.makePromise(of: [[UInt8]].self)
+        promise.futureResult.whenComplete { [callsInFlight] _ in callsInFlight.end(uid: uid) }
         let done = NIOLoopBoundBox(false, eventLoop: eventLoop)
         let timer = eventLoop.scheduleTask(in: .milliseconds(timeout.milliseconds)) {
             guard !done.value else { return }

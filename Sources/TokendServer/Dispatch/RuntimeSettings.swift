@@ -9,6 +9,8 @@ final class RuntimeSettings: Sendable {
         var providers: [String: ProviderConfiguration]
         var callTimeout: Duration
         var tokenFiles: [String: TokenFileConfiguration] = [:]
+        /// Per-uid limits for credentials and calls in flight (connections: ``ConnectionLimiter``).
+        var quotas = UserQuotas()
     }
 
     private let values: Mutex<Values>
@@ -32,7 +34,8 @@ final class RuntimeSettings: Sendable {
             accessPolicy: AccessPolicy(adminGroupIDs: gids, allowSelfEnrolment: configuration.allowSelfEnrolment),
             providers: configuration.providers,
             callTimeout: configuration.callTimeout,
-            tokenFiles: configuration.tokenFiles
+            tokenFiles: configuration.tokenFiles,
+            quotas: configuration.quotas
         )
         return (values, unresolved)
     }

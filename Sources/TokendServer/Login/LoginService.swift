@@ -40,6 +40,8 @@ struct LoginService: Sendable {
         try EnrolmentRules.checkExisting(
             view[user]?.readers, user: user, replace: request.replace, caller: caller, policy: policy, denied: { logDenied(caller, user: user) }
         )
+        // Checked again when the login stores its credential (CredentialRegistry.add).
+        try EnrolmentRules.checkQuota(user: user, caller: caller, policy: policy, quotas: settings.current.quotas, view: view, refused: { _ in })
 
         let started = now()
         let id = PKCE.randomToken()

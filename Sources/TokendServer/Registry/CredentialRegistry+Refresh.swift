@@ -108,7 +108,7 @@ extension CredentialRegistry {
     /// commit runs after the slot is free, so in a refresh storm the next grant's marker and
     /// this grant's result share one store transaction (``storeGrouping(for:)``).
     private func grant(_ user: String, reason: RefreshReason) async -> GrantResult {
-        await acquireSlot()
+        await acquireSlot(for: user)
         var holdsSlot = true
         defer { if holdsSlot { releaseSlot() } }
         // Queued for a slot when the daemon began to stop: a proactive grant does not start now.
@@ -420,9 +420,11 @@ extension CredentialRegistry {
 
     // MARK: Limits
 
-    private func acquireSlot() async {
+    /// A grant slot; when none is free, the grant waits its owner's turn (``GrantSlots``).
+    private func acquireSlot(for user: String) async {
         if slots.tryAcquire() { return }
-        await withCheckedContinuation { continuation in slots.enqueue(continuation) }
+        let owner = view[user]?.resolvedReaders.owner ?? .unresolved
+        await withCheckedContinuation { continuation in slots.enqueue(continuation, owner: owner) }
     }
 
     private func releaseSlot() { slots.release() }

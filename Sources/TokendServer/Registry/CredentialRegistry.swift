@@ -38,6 +38,11 @@ actor CredentialRegistry {
     var schedule = RefreshSchedule()
     var warnings = RefreshSchedule()
     var failures: [String: Int] = [:]
+    /// Adds by non-administrators between their quota check and their store write, per uid, so
+    /// that concurrent adds cannot pass the credential quota together.
+    var pendingEnrolments: [UInt32: Int] = [:]
+    /// When each uid's last quota refusal was logged: one line a minute per uid.
+    var quotaLogged: [UInt32: ContinuousClock.Instant] = [:]
     var lastForced: [String: Timestamp] = [:]
     /// Providers whose short-lived tokens the journal has mentioned (once each).
     var shortLivedProviders: Set<String> = []
@@ -264,6 +269,16 @@ actor CredentialRegistry {
             view[request.userIdentifier]?.readers, user: request.userIdentifier, replace: request.replace, caller: caller, policy: policy,
             denied: { logDenied(caller, action: "replace", user: request.userIdentifier) }
         )
+        try EnrolmentRules.checkQuota(
+            user: request.userIdentifier, caller: caller, policy: policy, quotas: settings.current.quotas, view: view,
+            pending: pendingEnrolments[caller.uid, default: 0],
+            refused: { refusal in logQuota(caller, refusal: refusal, user: request.userIdentifier) }
+        )
+        pendingEnrolments[caller.uid, default: 0] += 1
+        defer {
+            let left = pendingEnrolments[caller.uid, default: 1] - 1
+            pendingEnrolments[caller.uid] = left > 0 ? left : nil
+        }
         let stored: Credential
         do {
             stored = try await store.insert(credential, replacing: request.replace)
@@ -366,6 +381,18 @@ actor CredentialRegistry {
             rebuilding: old, policy: policy(for: old.provider, providers: providers), resolvedReaders: SystemIdentity.resolve(old.readers),
             status: status ?? old.status, nextRefreshAt: nextRefreshAt ?? old.nextRefreshAt
         )
+    }
+
+    /// A refused enrolment, logged once a minute per uid at most (a flood is one line).
+    func logQuota(_ caller: CallerIdentity, refusal: QuotaRefusal, user: String) {
+        let now = ContinuousClock.now
+        if let last = quotaLogged[caller.uid], now - last < ConnectionLimiter.reportInterval { return }
+        if quotaLogged.count > 4096 { quotaLogged = quotaLogged.filter { now - $0.value < ConnectionLimiter.reportInterval } }
+        quotaLogged[caller.uid] = now
+        logger.notice("credential refused: per-user limit reached", metadata: [
+            "uid": "\(caller.uid)", "pid": "\(caller.pid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)",
+            "user_identifier": "\(user)",
+        ])
     }
 
     func logDenied(_ caller: CallerIdentity, action: String, user: String) {

@@ -38,4 +38,20 @@ enum EnrolmentRules {
         }
         guard replace else { throw .credentialExists(user) }
     }
+
+    /// Whether a non-administrator may hold one more credential: those held for their uid
+    /// alone (other than `user`, which a replacement keeps at one), plus `pending` adds not yet
+    /// stored, against ``UserQuotas/credentialsPerUID``.
+    ///
+    /// - Throws: `QuotaExceeded` (after calling `refused`, for the log).
+    static func checkQuota(
+        user: String, caller: CallerIdentity, policy: AccessPolicy, quotas: UserQuotas, view: CredentialView, pending: Int = 0,
+        refused: (QuotaRefusal) -> Void
+    ) throws(VarlinkError) {
+        guard !policy.isAdmin(caller) else { return }
+        let held = view.countHeld(by: caller.uid, excluding: user) + pending
+        guard let refusal = quotas.admitCredential(held: held, isAdmin: false) else { return }
+        refused(refusal)
+        throw .quotaExceeded(refusal.quota.rawValue, limit: refusal.limit, userIdentifier: user)
+    }
 }

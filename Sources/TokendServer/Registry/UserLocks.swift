@@ -1,3 +1,5 @@
+import TokendCore
+
 /// Serialises the writes of one credential (add, remove, committing a refresh) without holding
 /// up other credentials. Used only from inside the registry actor, so it needs no lock of its own.
 struct UserLocks {
@@ -29,42 +31,39 @@ struct UserLocks {
 }
 
 /// A counting semaphore for grants in flight, used from inside the registry actor.
+///
+/// Grants that wait for a slot queue per credential owner and are handed slots in turn
+/// (``RoundRobinQueue``): a local user with thousands of due or failing credentials cannot keep
+/// another user's grants waiting behind all of theirs.
 struct GrantSlots {
     var limit: Int
     private(set) var inUse = 0
     /// The most grants ever in flight at once (reported in status and benchmarks).
     private(set) var highWater = 0
-    /// Waiting grants, oldest first from `head`: a refresh storm queues thousands, and
-    /// `removeFirst` on an array would move all of them for every slot handed on.
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-    private var head = 0
+    private var waiters = RoundRobinQueue<CredentialOwner, CheckedContinuation<Void, Never>>()
 
     init(limit: Int) { self.limit = max(1, limit) }
 
+    /// Takes a free slot, unless grants already wait for one (they go first).
     mutating func tryAcquire() -> Bool {
-        guard inUse < limit else { return false }
+        guard inUse < limit, waiters.isEmpty else { return false }
         inUse += 1
         highWater = max(highWater, inUse)
         return true
     }
 
-    mutating func enqueue(_ continuation: CheckedContinuation<Void, Never>) { waiters.append(continuation) }
+    mutating func enqueue(_ continuation: CheckedContinuation<Void, Never>, owner: CredentialOwner) {
+        waiters.append(continuation, for: owner)
+    }
 
+    /// Frees a slot and hands the free slots to the next waiters in turn: one, or more when
+    /// a reload raised the limit, none while it is lowered below the slots in use.
     mutating func release() {
-        if head < waiters.count, inUse <= limit {
-            // The slot passes straight to the next waiter.
-            let next = waiters[head]
-            head += 1
-            if head == waiters.count {
-                waiters.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head >= 1024, head * 2 >= waiters.count {
-                waiters.removeFirst(head)
-                head = 0
-            }
+        inUse -= 1
+        while inUse < limit, let next = waiters.next() {
+            inUse += 1
+            highWater = max(highWater, inUse)
             next.resume()
-        } else {
-            inUse -= 1
         }
     }
 }

@@ -113,6 +113,19 @@ final class CredentialView: Sendable {
         return all
     }
 
+    /// How many credentials are held for `uid` alone (their only reader), leaving out
+    /// `excluding`: what counts against ``UserQuotas/credentialsPerUID``.
+    func countHeld(by uid: UInt32, excluding: String? = nil) -> Int {
+        let own: [Reader] = [.uid(uid)]
+        var held = 0
+        for shard in shards {
+            shard.entries.withLock { entries in
+                for (user, entry) in entries where entry.readers == own && user != excluding { held += 1 }
+            }
+        }
+        return held
+    }
+
     /// A snapshot of all entries, sorted by user identifier (for `Status`).
     func snapshot() -> [ViewEntry] {
         var all: [ViewEntry] = []
