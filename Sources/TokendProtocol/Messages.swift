@@ -7,6 +7,7 @@ public enum TokenProviderMethod: String, Sendable, CaseIterable {
     case addCredential = "io.tokend.TokenProvider.AddCredential"
     case removeCredential = "io.tokend.TokenProvider.RemoveCredential"
     case rotateKey = "io.tokend.TokenProvider.RotateKey"
+    case backup = "io.tokend.TokenProvider.Backup"
     case watch = "io.tokend.TokenProvider.Watch"
     case beginLogin = "io.tokend.TokenProvider.BeginLogin"
     case completeLogin = "io.tokend.TokenProvider.CompleteLogin"

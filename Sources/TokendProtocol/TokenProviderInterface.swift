@@ -123,6 +123,13 @@ method RemoveCredential(userIdentifier: string) -> ()
 # Re-encrypts every stored token under a newly generated master key. Administrators only.
 method RotateKey() -> (keyId: string, reencrypted: int)
 
+# A consistent copy of the credential store, taken while tokend serves: a SQLite database with
+# every token still sealed under the master key. Call with more: the replies carry it in order,
+# base64url-encoded without padding, in chunks (data); the first also says how large it is (bytes), how many
+# credentials it holds and its schema version. Administrators only. The shared PostgreSQL store
+# answers StorageFailed: back it up with pg_dump.
+method Backup() -> (data: string, bytes: ?int, credentials: ?int, schemaVersion: ?int)
+
 # Starts a login of userIdentifier at provider, run by tokend itself so that the tokens go
 # straight from the provider into the store. flow is device (RFC 8628), code (authorization
 # code with PKCE over a loopback redirect, RFC 7636 and RFC 8252) or hat (a HAT PDA's hatlogin

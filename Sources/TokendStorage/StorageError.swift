@@ -19,6 +19,7 @@ public struct StorageError: Error, CustomStringConvertible {
             case closed
             case fileSystem
             case corruptRecord
+            case unsupported
         }
 
         private let base: Base
@@ -49,6 +50,8 @@ public struct StorageError: Error, CustomStringConvertible {
         public static var fileSystem: Code { Code(.fileSystem) }
         /// A stored row holds a value this build cannot interpret (e.g. an unknown state).
         public static var corruptRecord: Code { Code(.corruptRecord) }
+        /// This kind of store cannot do that (an online backup of the shared store: `pg_dump`).
+        public static var unsupported: Code { Code(.unsupported) }
 
         public var description: String { base.rawValue }
     }

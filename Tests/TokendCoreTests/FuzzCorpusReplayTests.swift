@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokendCore
+import TokendJSON
 
 /// Replays the committed libFuzzer corpora and minimised crashes of `Fuzz/Sources/fuzz-token-response`
 /// and `Fuzz/Sources/fuzz-jwt` (see `scripts/fuzz`) without sanitizers, with the same invariants.

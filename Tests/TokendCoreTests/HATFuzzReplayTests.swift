@@ -1,5 +1,6 @@
 import Testing
 import TokendCore
+import TokendJSON
 
 /// Replays `Fuzz/Corpus/fuzz-hat` and `Fuzz/Crashes/fuzz-hat` (see `scripts/fuzz`) without
 /// sanitizers, with the invariants of `Fuzz/Sources/fuzz-hat`.

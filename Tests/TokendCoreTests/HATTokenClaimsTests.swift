@@ -1,5 +1,6 @@
 import Testing
 import TokendCore
+import TokendJSON
 
 /// A compact JWS with the given header and payload JSON and a placeholder signature.
 private func jwt(header: String = #"{"typ":"JWT","alg":"RS256"}"#, payload: String, signature: String = "c2lnbmF0dXJl") -> String {

@@ -1,5 +1,6 @@
 import Crypto
 import TokendCore
+import TokendJSON
 
 /// Proof Key for Code Exchange (RFC 7636) and the other random values of a login.
 public enum PKCE {

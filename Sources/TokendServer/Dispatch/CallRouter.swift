@@ -80,6 +80,15 @@ struct CallRouter: Sendable {
                 let (keyID, count) = try await registry.rotateKey(caller: caller)
                 return [reply(["keyId": .string(keyID), "reencrypted": .int(Int64(count))])]
             }
+        case TokenProviderMethod.backup.rawValue:
+            guard settings.current.accessPolicy.isAdmin(caller) else {
+                logDenied(caller, method: call.method, user: nil)
+                throw .permissionDenied(nil)
+            }
+            guard call.more else { throw .expectedMore }
+            return deferred(on: eventLoop, caller: caller, what: "backing up the store", timeout: Self.backupTimeout) { [registry] in
+                BackupReplies.encode(try await registry.backup(caller: caller))
+            }
         case TokenProviderMethod.beginLogin.rawValue, TokenProviderMethod.completeLogin.rawValue, TokenProviderMethod.cancelLogin.rawValue:
             return try routeLogin(call, caller: caller, eventLoop: eventLoop)
         case "org.varlink.service.GetInfo":
@@ -99,6 +108,9 @@ struct CallRouter: Sendable {
             throw .interfaceNotFound(interface)
         }
     }
+
+    /// A backup copies the whole store: it may take longer than a token call.
+    static let backupTimeout = Duration.seconds(300)
 
     // MARK: ProvideTokenReplacement
 

@@ -342,6 +342,24 @@ actor CredentialRegistry {
         logger.info("credential removed", metadata: ["user_identifier": "\(userIdentifier)", "uid": "\(caller.uid)", "pid": "\(caller.pid)"])
     }
 
+    // MARK: Backup
+
+    /// A consistent copy of the store (administrators only; the router checks).
+    func backup(caller: CallerIdentity) async throws(VarlinkError) -> StoreBackup {
+        do {
+            let backup = try await store.backup()
+            logger.notice("store backed up", metadata: [
+                "credentials": "\(backup.credentials)", "bytes": "\(backup.bytes.count)", "uid": "\(caller.uid)", "pid": "\(caller.pid)",
+            ])
+            return backup
+        } catch let error as StorageError where error.code == .unsupported || error.code == .fileSystem {
+            throw .storageFailed(error.message)
+        } catch {
+            logger.error("backup failed: \(error)")
+            throw .storageFailed("the backup could not be made")
+        }
+    }
+
     // MARK: Keys
 
     func rotateKey(caller: CallerIdentity) async throws(VarlinkError) -> (String, Int) {

@@ -122,11 +122,40 @@ public protocol CredentialStore: Sendable {
     ///
     /// - Throws: ``StorageError``, `.closed` after ``close()``.
     func probeWriter() async throws
+
+    /// A consistent copy of the store, taken while it serves (``StoreBackup``).
+    ///
+    /// - Throws: `.unsupported` for stores backed up with other tools, `.database` or
+    ///   `.fileSystem` if the copy cannot be made or is larger than the store allows.
+    func backup() async throws -> StoreBackup
 }
 
 extension CredentialStore {
     /// Stores without a single writer to probe are healthy as long as they answer at all.
     public func probeWriter() async throws {}
+
+    /// Stores without an online backup of their own (the shared PostgreSQL store is backed up
+    /// with `pg_dump`, as any PostgreSQL database).
+    public func backup() async throws -> StoreBackup {
+        throw StorageError(code: .unsupported, message: "this store is backed up with its database's own tools (PostgreSQL: pg_dump)")
+    }
+}
+
+/// A consistent copy of the whole store, taken while it serves: the database file as it was at
+/// one moment, every token still sealed under the master key it was sealed with.
+public struct StoreBackup: Sendable {
+    /// The copy's bytes: a SQLite database, compacted.
+    public var bytes: [UInt8]
+    /// The credentials it holds.
+    public var credentials: Int
+    /// Its schema version.
+    public var schemaVersion: Int
+
+    public init(bytes: [UInt8], credentials: Int, schemaVersion: Int) {
+        self.bytes = bytes
+        self.credentials = credentials
+        self.schemaVersion = schemaVersion
+    }
 }
 
 /// What ``CredentialStore/beginGrant(userIdentifier:startedAt:shouldStart:)`` did.

@@ -104,6 +104,18 @@ final class PostgresServer: @unchecked Sendable {
         return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Runs one of PostgreSQL's client programs (`pg_dump`, `pg_restore`, `createdb`) against
+    /// the server as the superuser; `-h`, `-p` and `-U` are added.
+    @discardableResult
+    func client(_ program: String, _ arguments: [String]) async throws -> String {
+        let result = try await Self.run(
+            Self.binDirectory + "/" + program, ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres"] + arguments,
+            environment: ["PGPASSWORD": Self.password], timeout: 120
+        )
+        guard result.status == 0 else { throw Failure(description: "\(program) failed: \(result.output)") }
+        return result.output
+    }
+
     /// Stops the server and removes its directory.
     func shutdown() async {
         _ = try? await stop()

@@ -1,4 +1,5 @@
-/// Base64url (RFC 4648 §5) decoding, with or without padding, as JWT segments use it.
+/// Base64url (RFC 4648 §5), as JWT segments use it: decoding with or without padding, encoding
+/// without. Also the encoding of binary data in Varlink replies (`Backup`).
 public enum Base64URL {
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {
         var output: [UInt8] = []
