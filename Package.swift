@@ -155,9 +155,11 @@ let package = Package(
         .testTarget(name: "TokendCoreTests", dependencies: ["TokendCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TokendProtocolTests",
-            dependencies: ["TokendProtocol", .product(name: "NIOCore", package: "swift-nio"),
-                           .product(name: "NIOEmbedded", package: "swift-nio"),
-                           .product(name: "NIOTestUtils", package: "swift-nio")],
+            dependencies: [
+                "TokendProtocol", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -175,7 +177,8 @@ let package = Package(
         ),
         .testTarget(name: "TokendConfigTests", dependencies: ["TokendConfig"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendStorageTests", dependencies: ["TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "TokendPostgresTests", dependencies: ["TokendPostgres", "TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TokendPostgresTests", dependencies: ["TokendPostgres", "TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TokendClientTests",
             dependencies: [

@@ -48,7 +48,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "fuzz-json", dependencies: ["FuzzSupport", "TokendJSON"], swiftSettings: swiftSettings),
-        .executableTarget(name: "fuzz-token-response", dependencies: ["FuzzSupport", "TokendCore", "TokendJSON"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "fuzz-token-response", dependencies: ["FuzzSupport", "TokendCore", "TokendJSON"], swiftSettings: swiftSettings),
         .executableTarget(name: "fuzz-config", dependencies: ["FuzzSupport", "TokendConfig", "TokendJSON"], swiftSettings: swiftSettings),
         .executableTarget(name: "fuzz-jwt", dependencies: ["FuzzSupport", "TokendCore", "TokendJSON"], swiftSettings: swiftSettings),
         .executableTarget(name: "fuzz-hat", dependencies: ["FuzzSupport", "TokendCore", "TokendJSON"], swiftSettings: swiftSettings),

@@ -35,7 +35,8 @@ extension TokendClient {
             guard bytes.count == Int(size), bytes.starts(with: Array("SQLite format 3\u{0}".utf8)) else {
                 throw VarlinkError.invalidParameter("data")
             }
-            return StoreBackupCopy(bytes: bytes, credentials: Int(try first.int("credentials")), schemaVersion: Int(try first.int("schemaVersion")))
+            return StoreBackupCopy(
+                bytes: bytes, credentials: Int(try first.int("credentials")), schemaVersion: Int(try first.int("schemaVersion")))
         } catch {
             throw Self.invalidReply(call, error)
         }

@@ -241,7 +241,9 @@ extension TokendClient {
 
     /// The `credentials` of a reply to `call` (ProvideTokenReplacement, Watch), which must be
     /// `userIdentifier`'s.
-    static func credentials(in reply: VarlinkReply, of call: VarlinkCall, for userIdentifier: String) throws(TokendClientError) -> Credentials {
+    static func credentials(in reply: VarlinkReply, of call: VarlinkCall, for userIdentifier: String) throws(TokendClientError)
+        -> Credentials
+    {
         let credentials: Credentials
         do {
             guard let object = try ParameterReader(reply.parameters).optionalObject("credentials") else {

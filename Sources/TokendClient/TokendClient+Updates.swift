@@ -57,18 +57,6 @@ private struct Watcher: Sendable {
         var terminal: TokendClientError?
     }
 
-    init(
-        client: TokendClient,
-        userIdentifier: String,
-        backoff: ReconnectBackoff,
-        continuation: AsyncStream<Result<Credentials, TokendClientError>>.Continuation
-    ) {
-        self.client = client
-        self.userIdentifier = userIdentifier
-        self.backoff = backoff
-        self.continuation = continuation
-    }
-
     func run() async {
         var backoff = self.backoff
         let method = TokenProviderMethod.watch.rawValue

@@ -15,7 +15,8 @@ extension ConfigurationParser {
             throw table.error("address", "\"\(address)\" is not a PDA address such as \"postman.hubat.net\" (no scheme, path or user)")
         }
         if scheme == "http", !EndpointPolicy.isLoopback(parsed.host) {
-            throw table.error("scheme", "refusing plain http to \(parsed.host): tokens are only sent over https, except to loopback addresses")
+            throw table.error(
+                "scheme", "refusing plain http to \(parsed.host): tokens are only sent over https, except to loopback addresses")
         }
         let application = try table.requiredString("application")
         guard application.utf8.count <= 256, application.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
@@ -47,7 +48,8 @@ extension ConfigurationParser {
             settings.renewalHeader = header
         }
         if let idle = try table.duration("idle_limit") { settings.idleLimit = idle }
-        settings.renewalInterval = try table.duration("renewal_interval") ?? HATSettings.defaultRenewalInterval(idleLimit: settings.idleLimit)
+        settings.renewalInterval =
+            try table.duration("renewal_interval") ?? HATSettings.defaultRenewalInterval(idleLimit: settings.idleLimit)
         if let interval = try table.duration("key_refetch_interval") { settings.keyRefetchInterval = interval }
         guard settings.renewalInterval < settings.idleLimit else {
             throw table.error("renewal_interval", "must be shorter than idle_limit (\(DurationFormat.humanReadable(settings.idleLimit)))")
@@ -66,9 +68,10 @@ extension ConfigurationParser {
 
     /// An RFC 9110 field name: one or more `tchar`.
     static func isHeaderName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 128 && name.utf8.allSatisfy { byte in
-            (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-                || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
+        !name.isEmpty && name.utf8.count <= 128
+            && name.utf8.allSatisfy { byte in
+                (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                    || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
     }
 }

@@ -16,14 +16,17 @@ extension ConfigurationParser {
             quotas.reservedAdminConnections = min(quotas.reservedAdminConnections, maximum / 4)
         }
         guard quotas.reservedAdminConnections < maximum else {
-            throw daemon.error("reserved_admin_connections", "\(quotas.reservedAdminConnections) leaves no connection of max_connections (\(maximum)) for other users")
+            throw daemon.error(
+                "reserved_admin_connections",
+                "\(quotas.reservedAdminConnections) leaves no connection of max_connections (\(maximum)) for other users")
         }
         if daemon.members["max_connections_per_uid"] == nil {
             quotas.connectionsPerUID = min(quotas.connectionsPerUID, maximum - quotas.reservedAdminConnections)
         } else if quotas.connectionsPerUID > maximum - quotas.reservedAdminConnections {
             throw daemon.error(
                 "max_connections_per_uid",
-                "\(quotas.connectionsPerUID) is more than max_connections (\(maximum)) less reserved_admin_connections (\(quotas.reservedAdminConnections))")
+                "\(quotas.connectionsPerUID) is more than max_connections (\(maximum)) less reserved_admin_connections (\(quotas.reservedAdminConnections))"
+            )
         }
         configuration.quotas = quotas
     }

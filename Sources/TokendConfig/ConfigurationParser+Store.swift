@@ -14,7 +14,9 @@ extension ConfigurationParser {
     /// Whether `name` can name a node.
     public static func isValidNodeName(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.count <= 64
-            && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || ".-_".unicodeScalars.contains($0)) }
+            && name.unicodeScalars.allSatisfy {
+                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || ".-_".unicodeScalars.contains($0))
+            }
     }
 
     /// `[store]`: absent or `kind = "sqlite"` for the embedded store, `kind = "postgresql"` with

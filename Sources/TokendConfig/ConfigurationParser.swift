@@ -50,7 +50,9 @@ public struct ConfigurationParser {
         if let timeout = try daemon.duration("message_timeout") { configuration.messageTimeout = timeout }
         if let level = try daemon.string("log_level") {
             let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
-            guard levels.contains(level) else { throw daemon.error("log_level", "\"\(level)\" is not one of \(levels.joined(separator: ", "))") }
+            guard levels.contains(level) else {
+                throw daemon.error("log_level", "\"\(level)\" is not one of \(levels.joined(separator: ", "))")
+            }
             configuration.logLevel = level
         }
         configuration.nodeName = try parseNodeName(&daemon)
@@ -161,7 +163,10 @@ public struct ConfigurationParser {
         }
         settings.authorizationEndpoint = try table.string("authorization_endpoint")
         settings.deviceAuthorizationEndpoint = try table.string("device_authorization_endpoint")
-        for (key, url) in [("authorization_endpoint", settings.authorizationEndpoint), ("device_authorization_endpoint", settings.deviceAuthorizationEndpoint)] {
+        for (key, url) in [
+            ("authorization_endpoint", settings.authorizationEndpoint),
+            ("device_authorization_endpoint", settings.deviceAuthorizationEndpoint),
+        ] {
             guard let url else { continue }
             do {
                 _ = try EndpointPolicy.check(url)
@@ -208,7 +213,10 @@ public struct ConfigurationParser {
         var parts: [Substring] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             if part == "." { continue }
-            if part == "..", let last = parts.last, last != ".." { parts.removeLast(); continue }
+            if part == "..", let last = parts.last, last != ".." {
+                parts.removeLast()
+                continue
+            }
             // "/.." is "/": an absolute path cannot climb above the root.
             if part == "..", parts.isEmpty, path.hasPrefix("/") { continue }
             parts.append(part)
@@ -217,7 +225,10 @@ public struct ConfigurationParser {
     }
 
     static func isValidName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 64 && name.unicodeScalars.allSatisfy { $0.properties.isAlphabetic && $0.isASCII || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" }
+        !name.isEmpty && name.utf8.count <= 64
+            && name.unicodeScalars.allSatisfy {
+                $0.properties.isAlphabetic && $0.isASCII || ("0"..."9").contains($0) || $0 == "-" || $0 == "_"
+            }
     }
 }
 

@@ -146,9 +146,11 @@ public struct OAuth2Settings: Sendable, Hashable {
     /// The `aud` that JWT access tokens must carry, when `verifyAccessToken` is on.
     public var audience: String?
 
-    public init(tokenEndpoint: String? = nil, issuer: String? = nil, revocationEndpoint: String? = nil, clientID: String,
-                clientSecret: SecretString? = nil, clientAuthentication: ClientAuthentication = .clientSecretBasic,
-                scope: String? = nil, caFile: String? = nil) {
+    public init(
+        tokenEndpoint: String? = nil, issuer: String? = nil, revocationEndpoint: String? = nil, clientID: String,
+        clientSecret: SecretString? = nil, clientAuthentication: ClientAuthentication = .clientSecretBasic,
+        scope: String? = nil, caFile: String? = nil
+    ) {
         self.tokenEndpoint = tokenEndpoint
         self.issuer = issuer
         self.revocationEndpoint = revocationEndpoint

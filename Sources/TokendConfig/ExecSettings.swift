@@ -24,8 +24,10 @@ public struct RefreshLimits: Sendable, Hashable {
     public var httpConnectTimeout: Duration
     public var httpTimeout: Duration
 
-    public init(maxGrantsInFlight: Int = 8, forcedRefreshInterval: Duration = .seconds(30), retryInitial: Duration = .seconds(1),
-                retryMaximum: Duration = .seconds(300), httpConnectTimeout: Duration = .seconds(5), httpTimeout: Duration = .seconds(15)) {
+    public init(
+        maxGrantsInFlight: Int = 8, forcedRefreshInterval: Duration = .seconds(30), retryInitial: Duration = .seconds(1),
+        retryMaximum: Duration = .seconds(300), httpConnectTimeout: Duration = .seconds(5), httpTimeout: Duration = .seconds(15)
+    ) {
         self.maxGrantsInFlight = maxGrantsInFlight
         self.forcedRefreshInterval = forcedRefreshInterval
         self.retryInitial = retryInitial

@@ -51,7 +51,8 @@ public struct MetricsConfiguration: Sendable, Hashable {
             }
             return .success(.unix(path: resolved))
         }
-        let host: String, portText: Substring
+        let host: String
+        let portText: Substring
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
                 return .failure(ListenError("\"\(text)\" is not HOST:PORT, [IPV6]:PORT or unix:PATH"))

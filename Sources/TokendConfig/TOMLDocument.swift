@@ -8,7 +8,8 @@ public enum TOMLDocument {
         do {
             table = try TOMLTable(string: text)
         } catch let error as TOMLParseError {
-            throw ConfigurationError(file: file, key: "", problem: "line \(error.source.begin.line), column \(error.source.begin.column): \(error.description)")
+            throw ConfigurationError(
+                file: file, key: "", problem: "line \(error.source.begin.line), column \(error.source.begin.column): \(error.description)")
         } catch {
             throw ConfigurationError(file: file, key: "", problem: "not valid TOML: \(error)")
         }

@@ -43,7 +43,9 @@ public struct JSONParser {
         try parse(Array(string.utf8), maximumDepth: maximumDepth)
     }
 
-    public static func parse(buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int = defaultMaximumDepth) throws(JSONParseError) -> JSONValue {
+    public static func parse(buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int = defaultMaximumDepth) throws(JSONParseError)
+        -> JSONValue
+    {
         var reader = Reader(bytes: buffer, maximumDepth: maximumDepth)
         reader.skipWhitespace()
         let value = try reader.readValue(depth: 0)

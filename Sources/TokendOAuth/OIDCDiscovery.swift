@@ -33,7 +33,8 @@ public struct OIDCDiscovery: Sendable {
         let url = base + "/.well-known/openid-configuration"
         let body: ByteBuffer
         do {
-            let response = try await pool.client(caFile: caFile).execute(HTTPClientRequest(url: url), timeout: .milliseconds(pool.timeouts.request.milliseconds))
+            let response = try await pool.client(caFile: caFile).execute(
+                HTTPClientRequest(url: url), timeout: .milliseconds(pool.timeouts.request.milliseconds))
             guard response.status == .ok else { throw DiscoveryError(description: "\(url) answered \(response.status.code)") }
             body = try await response.body.collect(upTo: 1 << 20)
         } catch let error as DiscoveryError {

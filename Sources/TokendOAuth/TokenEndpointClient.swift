@@ -102,7 +102,9 @@ public struct TokenEndpointClient: Sendable {
         if acceptJSON { headers.add(name: "Accept", value: "application/json") }
         headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         headers.add(name: "User-Agent", value: "tokend")
-        if let authorization = authenticate(fields: &fields, settings: settings) { headers.add(name: "Authorization", value: authorization) }
+        if let authorization = authenticate(fields: &fields, settings: settings) {
+            headers.add(name: "Authorization", value: authorization)
+        }
         let request = try HTTPClient.Request(
             url: endpoint, method: .POST, headers: headers, body: .byteBuffer(ByteBuffer(string: FormEncoding.encode(fields)))
         )

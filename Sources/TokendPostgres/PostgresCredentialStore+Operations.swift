@@ -45,13 +45,15 @@ extension PostgresCredentialStore {
     }
 
     public func insert(_ credential: Credential, replacing: Bool) async throws -> Credential {
-        let columns = [("user_identifier", ColumnValue.text(credential.userIdentifier))] + (try Self.columnValues(credential, cipher: cipher))
+        let columns =
+            [("user_identifier", ColumnValue.text(credential.userIdentifier))] + (try Self.columnValues(credential, cipher: cipher))
         let names = columns.map(\.0) + ["generation", "updated_at"]
         var values = columns.indices.map { "$\($0 + 1)" }
         values += ["nextval('tokend_generation')", "tokend_now_ms()"]
         var sql = "INSERT INTO tokend_credentials (\(names.joined(separator: ", "))) VALUES (\(values.joined(separator: ", "))) "
         if replacing {
-            sql += "ON CONFLICT (user_identifier) DO UPDATE SET "
+            sql +=
+                "ON CONFLICT (user_identifier) DO UPDATE SET "
                 + names.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
         } else {
             sql += "ON CONFLICT (user_identifier) DO NOTHING"
@@ -204,7 +206,8 @@ extension PostgresCredentialStore {
                             ["salt", "access_token", "refresh_token"].contains($0.0)
                         }
                         var query = PostgresQuery(
-                            unsafeSQL: "UPDATE tokend_credentials SET salt = $1, access_token = $2, refresh_token = $3 WHERE user_identifier = $4"
+                            unsafeSQL:
+                                "UPDATE tokend_credentials SET salt = $1, access_token = $2, refresh_token = $3 WHERE user_identifier = $4"
                         )
                         for (_, value) in values { try value.append(to: &query.binds) }
                         try query.binds.append(credential.userIdentifier)

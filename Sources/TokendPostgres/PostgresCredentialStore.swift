@@ -45,7 +45,8 @@ public final class PostgresCredentialStore: CredentialStore {
         productVersion: String = "unknown", eventLoopGroup: any EventLoopGroup = PostgresClient.defaultEventLoopGroup,
         now: @escaping @Sendable () -> Timestamp = SQLiteCredentialStore.systemNow
     ) async throws -> PostgresCredentialStore {
-        let store = try PostgresCredentialStore(settings: settings, keyring: keyring, logger: logger, eventLoopGroup: eventLoopGroup, now: now)
+        let store = try PostgresCredentialStore(
+            settings: settings, keyring: keyring, logger: logger, eventLoopGroup: eventLoopGroup, now: now)
         do {
             try await store.migrate(productVersion: productVersion)
         } catch {

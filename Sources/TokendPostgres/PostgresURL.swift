@@ -61,7 +61,8 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
             port = value
         }
         guard !host.isEmpty else { throw Problem(description: "names no host") }
-        guard let user = String(userPart).removingPercentEncodingLeniently(), let databaseName = database.removingPercentEncodingLeniently() else {
+        guard let user = String(userPart).removingPercentEncodingLeniently(), let databaseName = database.removingPercentEncodingLeniently()
+        else {
             throw Problem(description: "has an invalid %-escape")
         }
         return PostgresURL(user: user, host: host, port: port, database: databaseName)
@@ -76,7 +77,10 @@ extension String {
         var bytes: [UInt8] = []
         var iterator = utf8.makeIterator()
         while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else { bytes.append(byte); continue }
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
             guard let high = iterator.next(), let low = iterator.next(),
                 let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
             else { return nil }

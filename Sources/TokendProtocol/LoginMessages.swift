@@ -21,7 +21,10 @@ public struct BeginLoginRequest: Sendable, Hashable {
     public var readers: [String]?
     public var replace: Bool
 
-    public init(userIdentifier: String, provider: String, flow: LoginFlow? = nil, redirectPort: Int? = nil, readers: [String]? = nil, replace: Bool = false) {
+    public init(
+        userIdentifier: String, provider: String, flow: LoginFlow? = nil, redirectPort: Int? = nil, readers: [String]? = nil,
+        replace: Bool = false
+    ) {
         self.userIdentifier = userIdentifier
         self.provider = provider
         self.flow = flow
@@ -80,8 +83,10 @@ public struct LoginChallenge: Sendable, Hashable {
     /// Device flow: the polling interval in seconds.
     public var interval: Int64?
 
-    public init(loginID: String, flow: LoginFlow, verificationURI: String? = nil, verificationURIComplete: String? = nil, userCode: String? = nil,
-                authorizationURL: String? = nil, redirectURI: String? = nil, startedAt: Int64, expiresAt: Int64, interval: Int64? = nil) {
+    public init(
+        loginID: String, flow: LoginFlow, verificationURI: String? = nil, verificationURIComplete: String? = nil, userCode: String? = nil,
+        authorizationURL: String? = nil, redirectURI: String? = nil, startedAt: Int64, expiresAt: Int64, interval: Int64? = nil
+    ) {
         self.loginID = loginID
         self.flow = flow
         self.verificationURI = verificationURI

@@ -24,7 +24,9 @@ public struct Credentials: Sendable, Hashable, CustomStringConvertible {
     public var issuedAt: Int64?
     public var scope: String?
 
-    public init(userIdentifier: String, accessToken: String, tokenType: String, expiresAt: Int64, issuedAt: Int64? = nil, scope: String? = nil) {
+    public init(
+        userIdentifier: String, accessToken: String, tokenType: String, expiresAt: Int64, issuedAt: Int64? = nil, scope: String? = nil
+    ) {
         self.userIdentifier = userIdentifier
         self.accessToken = accessToken
         self.tokenType = tokenType
@@ -84,8 +86,10 @@ public struct DaemonStatus: Sendable, Hashable {
     /// What the caller's uid holds against its per-uid limits (absent from older daemons).
     public var caller: QuotaUsage?
 
-    public init(version: String, startedAt: Int64, credentials: Int64 = 0, valid: Int64 = 0, refreshing: Int64 = 0, retrying: Int64 = 0,
-                reauthenticationRequired: Int64 = 0, expired: Int64 = 0, nextRefreshAt: Int64? = nil) {
+    public init(
+        version: String, startedAt: Int64, credentials: Int64 = 0, valid: Int64 = 0, refreshing: Int64 = 0, retrying: Int64 = 0,
+        reauthenticationRequired: Int64 = 0, expired: Int64 = 0, nextRefreshAt: Int64? = nil
+    ) {
         self.version = version
         self.startedAt = startedAt
         self.credentials = credentials
@@ -159,7 +163,8 @@ public struct QuotaUsage: Sendable, Hashable {
 
     public var json: JSONObject {
         [
-            "uid": .int(uid), "administrator": .bool(administrator), "connections": .int(connections), "maxConnections": .int(maxConnections),
+            "uid": .int(uid), "administrator": .bool(administrator), "connections": .int(connections),
+            "maxConnections": .int(maxConnections),
             "credentials": .int(credentials), "maxCredentials": .int(maxCredentials), "callsInFlight": .int(callsInFlight),
             "maxCallsInFlight": .int(maxCallsInFlight),
         ]
@@ -198,9 +203,11 @@ public struct CredentialStatus: Sendable, Hashable {
     /// two thirds of its lifetime instead. Absent (nil) otherwise.
     public var shorterThanMargin: Bool?
 
-    public init(userIdentifier: String, provider: String, state: String, expiresAt: Int64, issuedAt: Int64, sessionStartedAt: Int64,
-                sessionEndsAt: Int64? = nil, nextRefreshAt: Int64? = nil, lastRefreshAt: Int64? = nil, refreshCount: Int64 = 0,
-                lastError: String? = nil, readers: [String] = [], enrolledByUid: Int64 = 0) {
+    public init(
+        userIdentifier: String, provider: String, state: String, expiresAt: Int64, issuedAt: Int64, sessionStartedAt: Int64,
+        sessionEndsAt: Int64? = nil, nextRefreshAt: Int64? = nil, lastRefreshAt: Int64? = nil, refreshCount: Int64 = 0,
+        lastError: String? = nil, readers: [String] = [], enrolledByUid: Int64 = 0
+    ) {
         self.userIdentifier = userIdentifier
         self.provider = provider
         self.state = state
@@ -262,8 +269,10 @@ public struct AddCredentialRequest: Sendable, Hashable, CustomStringConvertible 
     public var readers: [String]?
     public var replace: Bool
 
-    public init(userIdentifier: String, provider: String, accessToken: String, refreshToken: String? = nil, tokenType: String? = nil,
-                expiresIn: Int64? = nil, scope: String? = nil, readers: [String]? = nil, replace: Bool = false) {
+    public init(
+        userIdentifier: String, provider: String, accessToken: String, refreshToken: String? = nil, tokenType: String? = nil,
+        expiresIn: Int64? = nil, scope: String? = nil, readers: [String]? = nil, replace: Bool = false
+    ) {
         self.userIdentifier = userIdentifier
         self.provider = provider
         self.accessToken = accessToken
@@ -278,7 +287,9 @@ public struct AddCredentialRequest: Sendable, Hashable, CustomStringConvertible 
     public var description: String { "AddCredentialRequest(userIdentifier: \(userIdentifier), provider: \(provider), tokens: <redacted>)" }
 
     public var json: JSONObject {
-        var object: JSONObject = ["userIdentifier": .string(userIdentifier), "provider": .string(provider), "accessToken": .string(accessToken)]
+        var object: JSONObject = [
+            "userIdentifier": .string(userIdentifier), "provider": .string(provider), "accessToken": .string(accessToken),
+        ]
         object.setIfPresent("refreshToken", refreshToken.map(JSONValue.string))
         object.setIfPresent("tokenType", tokenType.map(JSONValue.string))
         object.setIfPresent("expiresIn", expiresIn.map(JSONValue.int))

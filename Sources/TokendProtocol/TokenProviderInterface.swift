@@ -7,188 +7,188 @@ public enum TokenProviderInterface {
 
     /// The interface definition, as in `interfaces/io.tokend.TokenProvider.varlink`.
     public static let description = #"""
-# tokend keeps OAuth/JWT credentials fresh for the programs on this host.
-#
-# Every call is checked against the caller's uid and groups as the kernel reports them
-# (SO_PEERCRED, SO_PEERGROUPS). Refresh tokens never cross this interface.
-interface io.tokend.TokenProvider
+        # tokend keeps OAuth/JWT credentials fresh for the programs on this host.
+        #
+        # Every call is checked against the caller's uid and groups as the kernel reports them
+        # (SO_PEERCRED, SO_PEERGROUPS). Refresh tokens never cross this interface.
+        interface io.tokend.TokenProvider
 
-# An access token and what a program needs to use it.
-type Credentials (
-  userIdentifier: string,
-  accessToken: string,
-  tokenType: string,
-  # Seconds since the epoch after which tokend no longer serves this token: the earliest of
-  # its exp, its iat plus the provider's max_token_age, and the end of the login.
-  expiresAt: int,
-  issuedAt: ?int,
-  scope: ?string
-)
+        # An access token and what a program needs to use it.
+        type Credentials (
+          userIdentifier: string,
+          accessToken: string,
+          tokenType: string,
+          # Seconds since the epoch after which tokend no longer serves this token: the earliest of
+          # its exp, its iat plus the provider's max_token_age, and the end of the login.
+          expiresAt: int,
+          issuedAt: ?int,
+          scope: ?string
+        )
 
-# The daemon as a whole.
-type DaemonStatus (
-  version: string,
-  startedAt: int,
-  credentials: int,
-  valid: int,
-  refreshing: int,
-  retrying: int,
-  reauthenticationRequired: int,
-  expired: int,
-  nextRefreshAt: ?int,
-  # The credential store: sqlite or postgresql.
-  store: ?string,
-  # Why the store cannot be reached, when it cannot; tokens are then served from memory.
-  storeProblem: ?string,
-  # With a shared store: this node's name and the nodes seen recently.
-  node: ?string,
-  nodes: ?[]string,
-  # What the caller's uid holds against its per-uid limits.
-  caller: ?QuotaUsage
-)
+        # The daemon as a whole.
+        type DaemonStatus (
+          version: string,
+          startedAt: int,
+          credentials: int,
+          valid: int,
+          refreshing: int,
+          retrying: int,
+          reauthenticationRequired: int,
+          expired: int,
+          nextRefreshAt: ?int,
+          # The credential store: sqlite or postgresql.
+          store: ?string,
+          # Why the store cannot be reached, when it cannot; tokens are then served from memory.
+          storeProblem: ?string,
+          # With a shared store: this node's name and the nodes seen recently.
+          node: ?string,
+          nodes: ?[]string,
+          # What the caller's uid holds against its per-uid limits.
+          caller: ?QuotaUsage
+        )
 
-# A uid's use of its per-uid limits. Administrators are not limited by them (administrator
-# true), except by max_connections.
-type QuotaUsage (
-  uid: int,
-  administrator: bool,
-  connections: int,
-  maxConnections: int,
-  credentials: int,
-  maxCredentials: int,
-  callsInFlight: int,
-  maxCallsInFlight: int
-)
+        # A uid's use of its per-uid limits. Administrators are not limited by them (administrator
+        # true), except by max_connections.
+        type QuotaUsage (
+          uid: int,
+          administrator: bool,
+          connections: int,
+          maxConnections: int,
+          credentials: int,
+          maxCredentials: int,
+          callsInFlight: int,
+          maxCallsInFlight: int
+        )
 
-# One credential, without its tokens. Times are seconds since the epoch.
-type CredentialStatus (
-  userIdentifier: string,
-  provider: string,
-  # valid, refreshing, retrying, reauthentication_required or expired
-  state: string,
-  expiresAt: int,
-  issuedAt: int,
-  sessionStartedAt: int,
-  sessionEndsAt: ?int,
-  nextRefreshAt: ?int,
-  lastRefreshAt: ?int,
-  refreshCount: int,
-  lastError: ?string,
-  readers: []string,
-  enrolledByUid: int,
-  # With a shared store: the node refreshing this credential now, and until when its lease lasts.
-  leaseHolder: ?string,
-  leaseExpiresAt: ?int,
-  # The token lives no longer than its provider's refresh_margin, so it is refreshed at about
-  # two thirds of its lifetime instead; absent otherwise.
-  shorterThanMargin: ?bool
-)
+        # One credential, without its tokens. Times are seconds since the epoch.
+        type CredentialStatus (
+          userIdentifier: string,
+          provider: string,
+          # valid, refreshing, retrying, reauthentication_required or expired
+          state: string,
+          expiresAt: int,
+          issuedAt: int,
+          sessionStartedAt: int,
+          sessionEndsAt: ?int,
+          nextRefreshAt: ?int,
+          lastRefreshAt: ?int,
+          refreshCount: int,
+          lastError: ?string,
+          readers: []string,
+          enrolledByUid: int,
+          # With a shared store: the node refreshing this credential now, and until when its lease lasts.
+          leaseHolder: ?string,
+          leaseExpiresAt: ?int,
+          # The token lives no longer than its provider's refresh_margin, so it is refreshed at about
+          # two thirds of its lifetime instead; absent otherwise.
+          shorterThanMargin: ?bool
+        )
 
-# Returns an access token for userIdentifier that stays valid for at least minValidSeconds
-# (default 0). rejectedToken is the token an API just refused: when it is the current token,
-# tokend refreshes before answering; when it is already stale, the current token is returned.
-method ProvideTokenReplacement(
-  userIdentifier: string,
-  minValidSeconds: ?int,
-  rejectedToken: ?string
-) -> (credentials: Credentials)
+        # Returns an access token for userIdentifier that stays valid for at least minValidSeconds
+        # (default 0). rejectedToken is the token an API just refused: when it is the current token,
+        # tokend refreshes before answering; when it is already stale, the current token is returned.
+        method ProvideTokenReplacement(
+          userIdentifier: string,
+          minValidSeconds: ?int,
+          rejectedToken: ?string
+        ) -> (credentials: Credentials)
 
-# Streams the credentials of userIdentifier: call with more. The first reply carries the
-# current credentials at once, then one reply follows each time the token changes. It ends
-# with an error when the credential is removed (UnknownUser) or needs a new login
-# (ReauthenticationRequired), or when the client disconnects.
-method Watch(userIdentifier: string) -> (credentials: Credentials)
+        # Streams the credentials of userIdentifier: call with more. The first reply carries the
+        # current credentials at once, then one reply follows each time the token changes. It ends
+        # with an error when the credential is removed (UnknownUser) or needs a new login
+        # (ReauthenticationRequired), or when the client disconnects.
+        method Watch(userIdentifier: string) -> (credentials: Credentials)
 
-# The daemon's status and the credentials the caller may see. For all credentials, call with
-# more: the first reply carries daemon, the following ones further credentials.
-method Status(userIdentifier: ?string) -> (daemon: ?DaemonStatus, credentials: []CredentialStatus)
+        # The daemon's status and the credentials the caller may see. For all credentials, call with
+        # more: the first reply carries daemon, the following ones further credentials.
+        method Status(userIdentifier: ?string) -> (daemon: ?DaemonStatus, credentials: []CredentialStatus)
 
-# Stores a credential from a token endpoint response. readers defaults to the caller's uid.
-# Administrators may add any credential; other callers only ones read by their own uid alone.
-method AddCredential(
-  userIdentifier: string,
-  provider: string,
-  accessToken: string,
-  refreshToken: ?string,
-  tokenType: ?string,
-  expiresIn: ?int,
-  scope: ?string,
-  readers: ?[]string,
-  replace: ?bool
-) -> ()
+        # Stores a credential from a token endpoint response. readers defaults to the caller's uid.
+        # Administrators may add any credential; other callers only ones read by their own uid alone.
+        method AddCredential(
+          userIdentifier: string,
+          provider: string,
+          accessToken: string,
+          refreshToken: ?string,
+          tokenType: ?string,
+          expiresIn: ?int,
+          scope: ?string,
+          readers: ?[]string,
+          replace: ?bool
+        ) -> ()
 
-# Deletes a credential.
-method RemoveCredential(userIdentifier: string) -> ()
+        # Deletes a credential.
+        method RemoveCredential(userIdentifier: string) -> ()
 
-# Re-encrypts every stored token under a newly generated master key. Administrators only.
-method RotateKey() -> (keyId: string, reencrypted: int)
+        # Re-encrypts every stored token under a newly generated master key. Administrators only.
+        method RotateKey() -> (keyId: string, reencrypted: int)
 
-# A consistent copy of the credential store, taken while tokend serves: a SQLite database with
-# every token still sealed under the master key. Call with more: the replies carry it in order,
-# base64url-encoded without padding, in chunks (data); the first also says how large it is (bytes), how many
-# credentials it holds and its schema version. Administrators only. The shared PostgreSQL store
-# answers StorageFailed: back it up with pg_dump.
-method Backup() -> (data: string, bytes: ?int, credentials: ?int, schemaVersion: ?int)
+        # A consistent copy of the credential store, taken while tokend serves: a SQLite database with
+        # every token still sealed under the master key. Call with more: the replies carry it in order,
+        # base64url-encoded without padding, in chunks (data); the first also says how large it is (bytes), how many
+        # credentials it holds and its schema version. Administrators only. The shared PostgreSQL store
+        # answers StorageFailed: back it up with pg_dump.
+        method Backup() -> (data: string, bytes: ?int, credentials: ?int, schemaVersion: ?int)
 
-# Starts a login of userIdentifier at provider, run by tokend itself so that the tokens go
-# straight from the provider into the store. flow is device (RFC 8628), code (authorization
-# code with PKCE over a loopback redirect, RFC 7636 and RFC 8252) or hat (a HAT PDA's hatlogin
-# page); by default hat for hat providers, device when the provider has a device
-# authorization endpoint, else code. redirectPort is the 127.0.0.1 port the caller listens on
-# for the code flow (a provider's configured redirect_port wins). readers and replace are as
-# for AddCredential, and so is who may log in whom. The reply says what the user must do:
-# open verificationUri and enter userCode (device), or open authorizationUrl and come back to
-# redirectUri (code, hat). The login must be completed by expiresAt.
-method BeginLogin(
-  userIdentifier: string,
-  provider: string,
-  flow: ?string,
-  redirectPort: ?int,
-  readers: ?[]string,
-  replace: ?bool
-) -> (
-  loginId: string,
-  flow: string,
-  verificationUri: ?string,
-  verificationUriComplete: ?string,
-  userCode: ?string,
-  authorizationUrl: ?string,
-  redirectUri: ?string,
-  startedAt: int,
-  expiresAt: int,
-  interval: ?int
-)
+        # Starts a login of userIdentifier at provider, run by tokend itself so that the tokens go
+        # straight from the provider into the store. flow is device (RFC 8628), code (authorization
+        # code with PKCE over a loopback redirect, RFC 7636 and RFC 8252) or hat (a HAT PDA's hatlogin
+        # page); by default hat for hat providers, device when the provider has a device
+        # authorization endpoint, else code. redirectPort is the 127.0.0.1 port the caller listens on
+        # for the code flow (a provider's configured redirect_port wins). readers and replace are as
+        # for AddCredential, and so is who may log in whom. The reply says what the user must do:
+        # open verificationUri and enter userCode (device), or open authorizationUrl and come back to
+        # redirectUri (code, hat). The login must be completed by expiresAt.
+        method BeginLogin(
+          userIdentifier: string,
+          provider: string,
+          flow: ?string,
+          redirectPort: ?int,
+          readers: ?[]string,
+          replace: ?bool
+        ) -> (
+          loginId: string,
+          flow: string,
+          verificationUri: ?string,
+          verificationUriComplete: ?string,
+          userCode: ?string,
+          authorizationUrl: ?string,
+          redirectUri: ?string,
+          startedAt: int,
+          expiresAt: int,
+          interval: ?int
+        )
 
-# Finishes a login and stores the credential. device: tokend polls the provider until the
-# user approves or denies, or the code expires, and replies then. code and hat: redirectUrl is
-# the URL the browser was sent back to. Only the caller that began a login may complete it; a
-# login is completed (or fails) once.
-method CompleteLogin(loginId: string, redirectUrl: ?string) -> (credential: CredentialStatus)
+        # Finishes a login and stores the credential. device: tokend polls the provider until the
+        # user approves or denies, or the code expires, and replies then. code and hat: redirectUrl is
+        # the URL the browser was sent back to. Only the caller that began a login may complete it; a
+        # login is completed (or fails) once.
+        method CompleteLogin(loginId: string, redirectUrl: ?string) -> (credential: CredentialStatus)
 
-# Abandons a login that has not been completed.
-method CancelLogin(loginId: string) -> ()
+        # Abandons a login that has not been completed.
+        method CancelLogin(loginId: string) -> ()
 
-error UnknownUser (userIdentifier: string)
-error PermissionDenied (userIdentifier: ?string)
-error ReauthenticationRequired (userIdentifier: string, reason: string)
-error RefreshFailed (userIdentifier: string, reason: string, retryAt: ?int)
-error CredentialExists (userIdentifier: string)
-error UnknownProvider (provider: string)
-error InvalidCredential (reason: string)
-error StorageFailed (reason: string)
-error KeyRotationUnavailable (reason: string)
-# The login did not produce a credential: denied, expired, a redirect that does not belong to
-# it, a token that failed verification. oauthError is the provider's error code, if any.
-error LoginFailed (userIdentifier: string, reason: string, oauthError: ?string)
-# No login with this id is waiting for this caller (never begun, expired, completed, cancelled).
-error UnknownLogin (loginId: string)
-# A per-uid limit was reached. quota: connections (the daemon is full for non-administrators),
-# connections_per_uid, credentials_per_uid or calls_in_flight_per_uid; limit: its value. A
-# refused connection gets this error as its only message, then is closed.
-error QuotaExceeded (quota: string, limit: int, userIdentifier: ?string)
-# A message that is not a valid Varlink call (not JSON, no method, too large). After a
-# message too large to read, the connection is closed.
-error InvalidMessage (reason: string)
+        error UnknownUser (userIdentifier: string)
+        error PermissionDenied (userIdentifier: ?string)
+        error ReauthenticationRequired (userIdentifier: string, reason: string)
+        error RefreshFailed (userIdentifier: string, reason: string, retryAt: ?int)
+        error CredentialExists (userIdentifier: string)
+        error UnknownProvider (provider: string)
+        error InvalidCredential (reason: string)
+        error StorageFailed (reason: string)
+        error KeyRotationUnavailable (reason: string)
+        # The login did not produce a credential: denied, expired, a redirect that does not belong to
+        # it, a token that failed verification. oauthError is the provider's error code, if any.
+        error LoginFailed (userIdentifier: string, reason: string, oauthError: ?string)
+        # No login with this id is waiting for this caller (never begun, expired, completed, cancelled).
+        error UnknownLogin (loginId: string)
+        # A per-uid limit was reached. quota: connections (the daemon is full for non-administrators),
+        # connections_per_uid, credentials_per_uid or calls_in_flight_per_uid; limit: its value. A
+        # refused connection gets this error as its only message, then is closed.
+        error QuotaExceeded (quota: string, limit: int, userIdentifier: ?string)
+        # A message that is not a valid Varlink call (not JSON, no method, too large). After a
+        # message too large to read, the connection is closed.
+        error InvalidMessage (reason: string)
 
-"""#
+        """#
 }

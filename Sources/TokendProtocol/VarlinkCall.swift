@@ -41,7 +41,9 @@ public struct VarlinkDecodingError: Error, Sendable, Hashable, CustomStringConve
 
 extension VarlinkCall {
     /// Decodes one message (without its NUL terminator).
-    public static func decode(_ bytes: some Collection<UInt8>, maximumDepth: Int = JSONParser.defaultMaximumDepth) throws(VarlinkDecodingError) -> VarlinkCall {
+    public static func decode(_ bytes: some Collection<UInt8>, maximumDepth: Int = JSONParser.defaultMaximumDepth)
+        throws(VarlinkDecodingError) -> VarlinkCall
+    {
         let value: JSONValue
         do {
             value = try JSONParser.parse(bytes, maximumDepth: maximumDepth)

@@ -54,10 +54,13 @@ extension VarlinkError {
         VarlinkError(name: TokendErrorName.unknownUser.rawValue, parameters: ["userIdentifier": .string(userIdentifier)])
     }
     public static func permissionDenied(_ userIdentifier: String?) -> VarlinkError {
-        VarlinkError(name: TokendErrorName.permissionDenied.rawValue, parameters: userIdentifier.map { ["userIdentifier": .string($0)] } ?? [:])
+        VarlinkError(
+            name: TokendErrorName.permissionDenied.rawValue, parameters: userIdentifier.map { ["userIdentifier": .string($0)] } ?? [:])
     }
     public static func reauthenticationRequired(_ userIdentifier: String, reason: String) -> VarlinkError {
-        VarlinkError(name: TokendErrorName.reauthenticationRequired.rawValue, parameters: ["userIdentifier": .string(userIdentifier), "reason": .string(reason)])
+        VarlinkError(
+            name: TokendErrorName.reauthenticationRequired.rawValue,
+            parameters: ["userIdentifier": .string(userIdentifier), "reason": .string(reason)])
     }
     public static func refreshFailed(_ userIdentifier: String, reason: String, retryAt: Int64?) -> VarlinkError {
         var parameters: JSONObject = ["userIdentifier": .string(userIdentifier), "reason": .string(reason)]

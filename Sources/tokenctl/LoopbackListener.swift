@@ -28,13 +28,17 @@ final class LoopbackListener {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+        }
         guard bound == 0, listen(descriptor, 8) == 0 else {
             let reason = String(cString: strerror(errno))
             Glibc.close(descriptor)
             throw Failure(description: "cannot listen on 127.0.0.1:\(port) for the login redirect: \(reason)")
         }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
         self.descriptor = descriptor
         self.port = Int(UInt16(bigEndian: address.sin_port))
     }
@@ -96,7 +100,8 @@ final class LoopbackListener {
     static func respond(_ connection: Int32, status: Int, body: String) {
         let reason = [200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"][status] ?? "Error"
         let payload = Array((body + "\n").utf8)
-        let head = "HTTP/1.1 \(status) \(reason)\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \(payload.count)\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
+        let head =
+            "HTTP/1.1 \(status) \(reason)\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \(payload.count)\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
         let bytes = Array(head.utf8) + payload
         bytes.withUnsafeBytes { raw in
             var offset = 0

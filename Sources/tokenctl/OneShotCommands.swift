@@ -16,7 +16,9 @@ enum OneShotCommands {
         }
     }
 
-    private static func credentials(_ common: OneShotCommandLine.Common, rejectedToken: String? = nil) -> Result<Credentials, TokendClientError> {
+    private static func credentials(_ common: OneShotCommandLine.Common, rejectedToken: String? = nil) -> Result<
+        Credentials, TokendClientError
+    > {
         Result { () throws(TokendClientError) in
             try OneShotCall.credentials(
                 socketPath: common.socket, for: common.user, minValidity: .seconds(common.minValidSeconds), rejectedToken: rejectedToken,
@@ -81,7 +83,8 @@ enum OneShotCommands {
     static func kubeCredential(_ common: OneShotCommandLine.Common, apiVersion: String?) -> Int32 {
         let version: String
         do {
-            version = try KubernetesExecCredential.apiVersion(execInfo: getenv("KUBERNETES_EXEC_INFO").map { String(cString: $0) }, requested: apiVersion)
+            version = try KubernetesExecCredential.apiVersion(
+                execInfo: getenv("KUBERNETES_EXEC_INFO").map { String(cString: $0) }, requested: apiVersion)
         } catch {
             Terminal.writeError("tokenctl: \(error.description)")
             return TokenctlExitStatus.usage

@@ -48,8 +48,7 @@ enum ProcessEnvironment {
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
         defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+            for pointer in argv + envp { free(pointer) }
         }
         var sawDenied = false
         var lastError: Int32 = ENOENT

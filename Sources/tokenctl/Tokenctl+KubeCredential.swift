@@ -28,7 +28,9 @@ extension Tokenctl {
 
         @OptionGroup var helper: CredentialHelperOptions
 
-        @Option(name: .customLong("api-version"), help: ArgumentHelp("The ExecCredential apiVersion when kubectl does not say.", valueName: "version"))
+        @Option(
+            name: .customLong("api-version"),
+            help: ArgumentHelp("The ExecCredential apiVersion when kubectl does not say.", valueName: "version"))
         var apiVersion: String?
 
         func run() throws {

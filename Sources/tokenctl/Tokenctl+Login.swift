@@ -46,12 +46,15 @@ extension Tokenctl {
         @Flag(name: .customLong("no-browser"), help: "Do not listen for the redirect; paste the redirect URL instead.")
         var noBrowser = false
 
-        @Option(name: .long, help: ArgumentHelp("The 127.0.0.1 port to listen on for the redirect (default: any free port).", valueName: "port"))
+        @Option(
+            name: .long, help: ArgumentHelp("The 127.0.0.1 port to listen on for the redirect (default: any free port).", valueName: "port")
+        )
         var port: Int?
 
         @Option(
             name: .customLong("reader"),
-            help: ArgumentHelp("Who may read the token: uid:N, user:NAME or group:NAME (repeatable; default: your uid).", valueName: "reader")
+            help: ArgumentHelp(
+                "Who may read the token: uid:N, user:NAME or group:NAME (repeatable; default: your uid).", valueName: "reader")
         )
         var readers: [String] = []
 
@@ -64,7 +67,9 @@ extension Tokenctl {
                 throw ValidationError("The provider name must be 1 to 255 printable ASCII characters without spaces or '/'.")
             }
             if let port, !(1...65535).contains(port) { throw ValidationError("--port must be between 1 and 65535.") }
-            if device, noBrowser || port != nil { throw ValidationError("--device does not use a browser redirect; drop --no-browser and --port.") }
+            if device, noBrowser || port != nil {
+                throw ValidationError("--device does not use a browser redirect; drop --no-browser and --port.")
+            }
             for reader in readers {
                 do {
                     _ = try ReaderSpecifier.parse(reader)
@@ -131,7 +136,8 @@ extension Tokenctl {
             Terminal.writeOutput("To log in, open \(challenge.verificationURI ?? "the provider's device page") and enter the code below.")
             Terminal.writeOutput("User code: \(challenge.userCode ?? "?")")
             if let complete = challenge.verificationURIComplete { Terminal.writeOutput("Or open: \(complete)") }
-            Terminal.writeOutput("Waiting for the login to be approved (the code \(DurationText.expiresIn(challenge.expiresAt, now: Terminal.now())))...")
+            Terminal.writeOutput(
+                "Waiting for the login to be approved (the code \(DurationText.expiresIn(challenge.expiresAt, now: Terminal.now())))...")
             let client = loginClient(challenge)
             defer { Task { await client.close() } }
             do {
@@ -158,7 +164,10 @@ extension Tokenctl {
                     throw Terminal.failInput(error.description)
                 }
             }
-            if redirect == nil { listener?.close(); listener = nil }
+            if redirect == nil {
+                listener?.close()
+                listener = nil
+            }
 
             Terminal.writeOutput("Open this URL in a browser to log in:")
             Terminal.writeOutput(url)
@@ -182,8 +191,10 @@ extension Tokenctl {
             }
             listener.close()
             do {
-                let status = try await client.completeLogin(challenge.loginID, redirectURL: "http://127.0.0.1:\(redirect.port)\(received.target)")
-                LoopbackListener.respond(received.connection, status: 200, body: "Logged in. You can close this window and return to the terminal.")
+                let status = try await client.completeLogin(
+                    challenge.loginID, redirectURL: "http://127.0.0.1:\(redirect.port)\(received.target)")
+                LoopbackListener.respond(
+                    received.connection, status: 200, body: "Logged in. You can close this window and return to the terminal.")
                 return status
             } catch {
                 LoopbackListener.respond(received.connection, status: 400, body: "The login failed; see the terminal for why.")

@@ -42,7 +42,8 @@ struct Tokenctl: AsyncParsableCommand {
             """,
         version: TokendVersion.string,
         subcommands: [
-            Status.self, Token.self, Watch.self, Exec.self, Add.self, Login.self, Remove.self, RotateKey.self, Backup.self, GitCredential.self,
+            Status.self, Token.self, Watch.self, Exec.self, Add.self, Login.self, Remove.self, RotateKey.self, Backup.self,
+            GitCredential.self,
             KubeCredential.self,
         ],
         defaultSubcommand: Status.self

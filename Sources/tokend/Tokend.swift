@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import Logging
 import Metrics
@@ -10,13 +7,18 @@ import TokendConfig
 import TokendServer
 import TokendSystemd
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `tokend`: keeps OAuth/JWT credentials fresh and serves them over a Varlink socket.
 @main
 struct Tokend: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tokend",
         abstract: "Keeps OAuth/JWT credentials fresh for the programs on this host.",
-        discussion: "Runs in the foreground (as a systemd service). Reads its configuration from --config, else \(DaemonConfiguration.defaultConfigurationFile) when it exists, else uses the built-in defaults."
+        discussion:
+            "Runs in the foreground (as a systemd service). Reads its configuration from --config, else \(DaemonConfiguration.defaultConfigurationFile) when it exists, else uses the built-in defaults."
     )
 
     @Option(name: .long, help: "The configuration file (TOML).")

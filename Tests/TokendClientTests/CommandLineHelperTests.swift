@@ -9,12 +9,16 @@ struct GlobalArgumentsTests {
 
     private func normalize(_ arguments: [String]) throws(GlobalArguments.UsageError) -> [String] {
         try GlobalArguments.normalize(
-            arguments, subcommands: subcommands, optionsWithValue: ["--socket", "--timeout"], flags: ["--json"], defaultSubcommand: "status")
+            arguments, subcommands: subcommands, optionsWithValue: ["--socket", "--timeout"], flags: ["--json"], defaultSubcommand: "status"
+        )
     }
 
     @Test(arguments: [
         (["--socket", "/s", "token", "alice"], ["token", "--socket", "/s", "alice"]),
-        (["--socket=/s", "--timeout", "3", "token", "alice", "--min-valid", "5"], ["token", "--socket=/s", "--timeout", "3", "alice", "--min-valid", "5"]),
+        (
+            ["--socket=/s", "--timeout", "3", "token", "alice", "--min-valid", "5"],
+            ["token", "--socket=/s", "--timeout", "3", "alice", "--min-valid", "5"]
+        ),
         (["token", "alice", "--socket", "/s"], ["token", "alice", "--socket", "/s"]),
         (["--json", "status"], ["status", "--json"]),
         (["--socket", "/s"], ["status", "--socket", "/s"]),
@@ -48,7 +52,8 @@ struct GitCredentialHelperTests {
     let credentials = Credentials(userIdentifier: "alice", accessToken: "tok-123", tokenType: "Bearer", expiresAt: 1_700_000_600)
 
     @Test func attributesAreReadUntilTheBlankLine() {
-        let input = Array("protocol=https\nhost=git.example.com\nusername=bob\nwwwauth[]=Bearer realm=x\nnoequals\r\npath=a=b\n\nhost=ignored\n".utf8)
+        let input = Array(
+            "protocol=https\nhost=git.example.com\nusername=bob\nwwwauth[]=Bearer realm=x\nnoequals\r\npath=a=b\n\nhost=ignored\n".utf8)
         let attributes = GitCredentialHelper.attributes(input)
         #expect(attributes["protocol"] == "https")
         #expect(attributes["host"] == "git.example.com")
@@ -60,8 +65,9 @@ struct GitCredentialHelperTests {
     }
 
     @Test func theAnswerCarriesTheTokenAndItsExpiry() {
-        #expect(GitCredentialHelper.answer(username: "oauth2", credentials: credentials)
-            == "username=oauth2\npassword=tok-123\npassword_expiry_utc=1700000600\n")
+        #expect(
+            GitCredentialHelper.answer(username: "oauth2", credentials: credentials)
+                == "username=oauth2\npassword=tok-123\npassword_expiry_utc=1700000600\n")
     }
 
     @Test func theUsernameComesFromTheOptionThenGitThenTheDefault() {
@@ -84,8 +90,11 @@ struct KubernetesExecCredentialTests {
 
     @Test func theVersionComesFromKubectlsExecInfoFirst() throws {
         let info = #"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}"#
-        #expect(try KubernetesExecCredential.apiVersion(execInfo: info, requested: KubernetesExecCredential.v1beta1) == KubernetesExecCredential.v1)
-        #expect(try KubernetesExecCredential.apiVersion(execInfo: nil, requested: KubernetesExecCredential.v1) == KubernetesExecCredential.v1)
+        #expect(
+            try KubernetesExecCredential.apiVersion(execInfo: info, requested: KubernetesExecCredential.v1beta1)
+                == KubernetesExecCredential.v1)
+        #expect(
+            try KubernetesExecCredential.apiVersion(execInfo: nil, requested: KubernetesExecCredential.v1) == KubernetesExecCredential.v1)
         #expect(try KubernetesExecCredential.apiVersion(execInfo: "", requested: nil) == KubernetesExecCredential.v1beta1)
     }
 
@@ -118,14 +127,21 @@ struct OneShotCommandLineTests {
 
     @Test func plainCommandLinesAreRecognised() {
         #expect(OneShotCommandLine.parse(["token", "alice"]) == .token(common("alice", minValid: 0)))
-        #expect(OneShotCommandLine.parse(["--socket", "/s", "token", "alice", "--min-valid", "30"]) == .token(common("alice", socket: "/s", minValid: 30)))
-        #expect(OneShotCommandLine.parse(["token", "--timeout=5", "alice", "--socket=/s"]) == .token(common("alice", socket: "/s", timeout: 5, minValid: 0)))
-        #expect(OneShotCommandLine.parse(["--socket", "/s", "git-credential", "alice", "get"])
-            == .gitCredential(common("alice", socket: "/s", minValid: 60), operation: "get", username: nil))
-        #expect(OneShotCommandLine.parse(["git-credential", "--username", "x", "alice", "erase"])
-            == .gitCredential(common("alice", minValid: 60), operation: "erase", username: "x"))
-        #expect(OneShotCommandLine.parse(["kube-credential", "alice", "--api-version", "client.authentication.k8s.io/v1"])
-            == .kubeCredential(common("alice", minValid: 60), apiVersion: "client.authentication.k8s.io/v1"))
+        #expect(
+            OneShotCommandLine.parse(["--socket", "/s", "token", "alice", "--min-valid", "30"])
+                == .token(common("alice", socket: "/s", minValid: 30)))
+        #expect(
+            OneShotCommandLine.parse(["token", "--timeout=5", "alice", "--socket=/s"])
+                == .token(common("alice", socket: "/s", timeout: 5, minValid: 0)))
+        #expect(
+            OneShotCommandLine.parse(["--socket", "/s", "git-credential", "alice", "get"])
+                == .gitCredential(common("alice", socket: "/s", minValid: 60), operation: "get", username: nil))
+        #expect(
+            OneShotCommandLine.parse(["git-credential", "--username", "x", "alice", "erase"])
+                == .gitCredential(common("alice", minValid: 60), operation: "erase", username: "x"))
+        #expect(
+            OneShotCommandLine.parse(["kube-credential", "alice", "--api-version", "client.authentication.k8s.io/v1"])
+                == .kubeCredential(common("alice", minValid: 60), apiVersion: "client.authentication.k8s.io/v1"))
     }
 
     /// Everything else goes to the full parser, which prints its usual help and errors.
@@ -133,7 +149,8 @@ struct OneShotCommandLineTests {
         [], ["status"], ["token"], ["token", "alice", "bob"], ["token", "alice", "--help"], ["token", "-h", "alice"],
         ["token", "alice", "--rejected-token-stdin"], ["token", "alice", "--min-valid", "-1"], ["token", "alice", "--min-valid", "soon"],
         ["token", "alice", "--timeout", "0"], ["token", "alice", "--timeout", "9999"], ["token", "alice", "--socket", ""],
-        ["token", "alice", "--socket"], ["--min-valid", "5", "token", "alice"], ["token", "bad/name"], ["token", "alice", "--username", "x"],
+        ["token", "alice", "--socket"], ["--min-valid", "5", "token", "alice"], ["token", "bad/name"],
+        ["token", "alice", "--username", "x"],
         ["git-credential", "alice"], ["git-credential", "alice", "get", "more"], ["kube-credential"], ["alice"], ["--version"],
         ["token", "alice", "--socket", "/a", "--socket", "/b"], ["--json", "token", "alice"],
     ])

@@ -240,7 +240,8 @@ struct TokenctlExitStatusTests {
         (TokendClientError.Code.daemonUnavailable, Int32(3)), (.unknownUser, 4), (.permissionDenied, 5),
         (.reauthenticationRequired, 6),
         (.refreshFailed, 7), (.timeout, 8), (.credentialExists, 9), (.unknownProvider, 10), (.invalidCredential, 11),
-        (.loginFailed, 12), (.unknownLogin, 12), (.invalidParameter, 2), (.protocolError, 1), (.storageFailed, 1), (.other, 1), (.cancelled, 1),
+        (.loginFailed, 12), (.unknownLogin, 12), (.invalidParameter, 2), (.protocolError, 1), (.storageFailed, 1), (.other, 1),
+        (.cancelled, 1),
     ])
     func mapsCodesToStatuses(code: TokendClientError.Code, status: Int32) {
         #expect(TokenctlExitStatus.status(for: TokendClientError(code: code)) == status)

@@ -1,5 +1,5 @@
-import TokendClient
 import Testing
+import TokendClient
 
 struct LoopbackRedirectTests {
     let rule = LoopbackRedirect(path: "/callback", state: "S1")
@@ -14,9 +14,18 @@ struct LoopbackRedirectTests {
         #expect(rule.judge(head: head("GET /favicon.ico HTTP/1.1")) == .ignore(status: 404))
         #expect(rule.judge(head: head("POST /callback?state=S1 HTTP/1.1")) == .ignore(status: 405))
         #expect(rule.judge(head: "garbage") == .ignore(status: 400))
-        guard case .reject = rule.judge(head: head("GET /callback?code=c&state=S2 HTTP/1.1")) else { Issue.record(); return }
-        guard case .reject = rule.judge(head: head("GET /callback?code=c&state=S1&state=S1 HTTP/1.1")) else { Issue.record(); return }
-        guard case .reject = rule.judge(head: head("GET /callback?code=c HTTP/1.1")) else { Issue.record(); return }
+        guard case .reject = rule.judge(head: head("GET /callback?code=c&state=S2 HTTP/1.1")) else {
+            Issue.record()
+            return
+        }
+        guard case .reject = rule.judge(head: head("GET /callback?code=c&state=S1&state=S1 HTTP/1.1")) else {
+            Issue.record()
+            return
+        }
+        guard case .reject = rule.judge(head: head("GET /callback?code=c HTTP/1.1")) else {
+            Issue.record()
+            return
+        }
     }
 
     @Test func aHATFallbackOnTheSameListenerEndsTheLogin() {

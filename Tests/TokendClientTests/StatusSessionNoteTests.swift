@@ -34,7 +34,8 @@ struct StatusSessionNoteTests {
     }
 
     @Test func notesFollowTheTable() {
-        let text = StatusTable.render(daemon: nil, credentials: [row("bob", endsIn: nil), row("alice", endsIn: 2 * 86400 + 10)], now: Self.now)
+        let text = StatusTable.render(
+            daemon: nil, credentials: [row("bob", endsIn: nil), row("alice", endsIn: 2 * 86400 + 10)], now: Self.now)
         #expect(text.hasSuffix("\n\nalice: the login ends in 2d; reauthenticate within 2 days\n"), "\(text)")
         #expect(!text.contains("bob:"))
     }
@@ -56,12 +57,18 @@ struct StatusLifetimeNoteTests {
     }
 
     @Test func aShortLivedCredentialGetsANoteWithItsLifetime() {
-        #expect(StatusTable.lifetimeNote(row("alice", lifetime: 3, short: true))
-            == "alice: its tokens live 3s, no longer than the provider's refresh_margin; each is refreshed at about two thirds of its lifetime")
+        #expect(
+            StatusTable.lifetimeNote(row("alice", lifetime: 3, short: true))
+                == "alice: its tokens live 3s, no longer than the provider's refresh_margin; each is refreshed at about two thirds of its lifetime"
+        )
         #expect(StatusTable.lifetimeNote(row("bob", lifetime: 3600, short: nil)) == nil)
         #expect(StatusTable.lifetimeNote(row("carol", lifetime: 3600, short: false)) == nil)
-        let text = StatusTable.render(daemon: nil, credentials: [row("bob", lifetime: 3600, short: nil), row("alice", lifetime: 5, short: true)], now: 1_700_000_001)
-        #expect(text.hasSuffix("\n\nalice: its tokens live 5s, no longer than the provider's refresh_margin; each is refreshed at about two thirds of its lifetime\n"), "\(text)")
+        let text = StatusTable.render(
+            daemon: nil, credentials: [row("bob", lifetime: 3600, short: nil), row("alice", lifetime: 5, short: true)], now: 1_700_000_001)
+        #expect(
+            text.hasSuffix(
+                "\n\nalice: its tokens live 5s, no longer than the provider's refresh_margin; each is refreshed at about two thirds of its lifetime\n"
+            ), "\(text)")
     }
 
     @Test func theFieldRoundTripsAndIsAbsentWhenFalse() throws {

@@ -25,7 +25,8 @@ import TokendProtocol
     @Test func theUsageSurvivesTheWire() throws {
         var daemon = DaemonStatus(version: "1.0", startedAt: now)
         daemon.caller = QuotaUsage(
-            uid: 7, administrator: false, connections: 1, maxConnections: 2, credentials: 3, maxCredentials: 4, callsInFlight: 5, maxCallsInFlight: 6)
+            uid: 7, administrator: false, connections: 1, maxConnections: 2, credentials: 3, maxCredentials: 4, callsInFlight: 5,
+            maxCallsInFlight: 6)
         #expect(try DaemonStatus(json: daemon.json) == daemon)
         // An older daemon sends none.
         #expect(try DaemonStatus(json: DaemonStatus(version: "1.0", startedAt: now).json).caller == nil)

@@ -19,7 +19,8 @@ import TokendProtocol
         daemon.store = "postgresql"
         daemon.node = "node-b"
         daemon.nodes = ["node-a", "node-b", "node-c"]
-        let text = StatusTable.render(daemon: daemon, credentials: [credential("bob", lease: nil), credential("alice", lease: "node-a")], now: now)
+        let text = StatusTable.render(
+            daemon: daemon, credentials: [credential("bob", lease: nil), credential("alice", lease: "node-a")], now: now)
         let lines = text.split(separator: "\n").map(String.init)
         #expect(lines[0].contains("store postgresql, node node-b of node-a, node-b, node-c"), "\(text)")
         #expect(!lines[0].contains("UNAVAILABLE"))

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokendCore
+
 @testable import TokendConfig
 
 /// A fresh directory under the system's temporary directory, removed by `remove()`.

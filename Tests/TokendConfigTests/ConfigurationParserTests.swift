@@ -1,5 +1,6 @@
 import Testing
 import TokendCore
+
 @testable import TokendConfig
 
 let configFile = "/srv/tokend/etc/tokend.toml"
@@ -31,7 +32,9 @@ struct SecretFileMissing: Error, CustomStringConvertible {
 }
 
 /// Parses TOML text with secrets from a dictionary keyed by absolute path.
-func parseConfig(_ text: String, secrets: [String: String] = ["/srv/tokend/etc/example-client-secret": "s3cret\n"]) throws(ConfigurationError) -> DaemonConfiguration {
+func parseConfig(_ text: String, secrets: [String: String] = ["/srv/tokend/etc/example-client-secret": "s3cret\n"])
+    throws(ConfigurationError) -> DaemonConfiguration
+{
     let document = try TOMLDocument.parse(text, file: configFile)
     let parser = ConfigurationParser(file: configFile, baseDirectory: baseDirectory) { path in
         guard let secret = secrets[path] else { throw SecretFileMissing(path: path) }
@@ -109,10 +112,12 @@ struct ExampleConfigurationTests {
             providers: [
                 "example": ProviderConfiguration(
                     name: "example",
-                    kind: .oauth2(OAuth2Settings(tokenEndpoint: "http://127.0.0.1:8765/o/token/", clientID: "tokend-example",
-                                                 clientSecret: SecretString("s3cret"), clientAuthentication: .clientSecretBasic, scope: "read")),
+                    kind: .oauth2(
+                        OAuth2Settings(
+                            tokenEndpoint: "http://127.0.0.1:8765/o/token/", clientID: "tokend-example",
+                            clientSecret: SecretString("s3cret"), clientAuthentication: .clientSecretBasic, scope: "read")),
                     refreshPolicy: RefreshPolicy(maxTokenAge: .seconds(30 * 86400))
-                ),
+                )
             ]
         )
         #expect(try parseConfig(exampleConfig) == expected)
@@ -142,7 +147,8 @@ struct ExampleConfigurationTests {
     }
 
     @Test func everyDaemonSetting() throws {
-        let configuration = try parseConfig("""
+        let configuration = try parseConfig(
+            """
             [daemon]
             socket = "./sock/../io.tokend"
             socket_mode = "0660"
@@ -169,7 +175,8 @@ struct ExampleConfigurationTests {
     }
 
     @Test func everyProviderSetting() throws {
-        let configuration = try parseConfig("""
+        let configuration = try parseConfig(
+            """
             [providers.corp-idp_2]
             kind = "oauth2"
             issuer = "https://login.example"
@@ -192,10 +199,17 @@ struct ExampleConfigurationTests {
             """, secrets: ["/etc/tokend/b.secret": "b-secret\r\n\n"])
         #expect(configuration.providers.keys.sorted() == ["corp-idp_2", "second"])
         let first = try #require(configuration.providers["corp-idp_2"])
-        #expect(first.kind == .oauth2(OAuth2Settings(issuer: "https://login.example", revocationEndpoint: "https://login.example/revoke",
-                                                     clientID: "tokend", clientAuthentication: ClientAuthentication.none, caFile: "/srv/tokend/etc/certs/corp.pem")))
-        #expect(first.refreshPolicy == RefreshPolicy(maxTokenAge: .seconds(12 * 3600), maxSessionAge: .seconds(90 * 86400),
-                                                     sessionWarningLead: .seconds(86400), refreshAtFraction: 0.5, minimumMargin: .seconds(30)))
+        #expect(
+            first.kind
+                == .oauth2(
+                    OAuth2Settings(
+                        issuer: "https://login.example", revocationEndpoint: "https://login.example/revoke",
+                        clientID: "tokend", clientAuthentication: ClientAuthentication.none, caFile: "/srv/tokend/etc/certs/corp.pem")))
+        #expect(
+            first.refreshPolicy
+                == RefreshPolicy(
+                    maxTokenAge: .seconds(12 * 3600), maxSessionAge: .seconds(90 * 86400),
+                    sessionWarningLead: .seconds(86400), refreshAtFraction: 0.5, minimumMargin: .seconds(30)))
         let second = try #require(configuration.providers["second"])
         guard case .oauth2(let settings) = second.kind else { return }
         #expect(settings.clientAuthentication == .clientSecretPost)
@@ -223,74 +237,118 @@ struct ConfigurationErrorTests {
         BadConfig(name: "unknown top-level key", text: config(top: "colour = \"blue\""), key: "colour", problem: "unknown key"),
         BadConfig(name: "unknown top-level table", text: config() + "[deamon]\nx = 1\n", key: "deamon", problem: "unknown key"),
         BadConfig(name: "unknown daemon key", text: config(daemon: "sockett = \"/x\""), key: "daemon.sockett", problem: "unknown key"),
-        BadConfig(name: "unknown provider key", text: config(provider: "client_secret = \"x\""), key: "providers.example.client_secret", problem: "unknown key"),
-        BadConfig(name: "max_connections string", text: config(daemon: "max_connections = \"x\""), key: "daemon.max_connections",
-                  problem: "expected an integer, found a string"),
-        BadConfig(name: "max_connections float", text: config(daemon: "max_connections = 1.5"), key: "daemon.max_connections",
-                  problem: "expected an integer, found a float"),
-        BadConfig(name: "max_connections zero", text: config(daemon: "max_connections = 0"), key: "daemon.max_connections",
-                  problem: "0 is out of range (1…1000000)"),
-        BadConfig(name: "max_message_bytes small", text: config(daemon: "max_message_bytes = 100"), key: "daemon.max_message_bytes",
-                  problem: "100 is out of range"),
-        BadConfig(name: "admin_groups string", text: config(daemon: "admin_groups = \"g\""), key: "daemon.admin_groups",
-                  problem: "expected an array of strings, found a string"),
-        BadConfig(name: "admin_groups mixed", text: config(daemon: "admin_groups = [\"g\", 1]"), key: "daemon.admin_groups",
-                  problem: "found an element that is an integer"),
-        BadConfig(name: "socket_mode 999", text: config(daemon: "socket_mode = \"999\""), key: "daemon.socket_mode",
-                  problem: "\"999\" is not an octal file mode"),
-        BadConfig(name: "socket_mode too big", text: config(daemon: "socket_mode = \"1777\""), key: "daemon.socket_mode",
-                  problem: "is not an octal file mode"),
-        BadConfig(name: "socket_mode integer", text: config(daemon: "socket_mode = 666"), key: "daemon.socket_mode",
-                  problem: "expected a string, found an integer"),
-        BadConfig(name: "socket boolean", text: config(daemon: "state_directory = true"), key: "daemon.state_directory",
-                  problem: "expected a string, found a boolean"),
-        BadConfig(name: "allow_self_enrolment string", text: config(daemon: "allow_self_enrolment = \"yes\""),
-                  key: "daemon.allow_self_enrolment", problem: "expected true or false, found a string"),
-        BadConfig(name: "log level", text: config(daemon: "log_level = \"loud\""), key: "daemon.log_level", problem: "\"loud\" is not one of"),
-        BadConfig(name: "call_timeout", text: config(daemon: "call_timeout = \"soon\""), key: "daemon.call_timeout", problem: "is not a duration"),
+        BadConfig(
+            name: "unknown provider key", text: config(provider: "client_secret = \"x\""), key: "providers.example.client_secret",
+            problem: "unknown key"),
+        BadConfig(
+            name: "max_connections string", text: config(daemon: "max_connections = \"x\""), key: "daemon.max_connections",
+            problem: "expected an integer, found a string"),
+        BadConfig(
+            name: "max_connections float", text: config(daemon: "max_connections = 1.5"), key: "daemon.max_connections",
+            problem: "expected an integer, found a float"),
+        BadConfig(
+            name: "max_connections zero", text: config(daemon: "max_connections = 0"), key: "daemon.max_connections",
+            problem: "0 is out of range (1…1000000)"),
+        BadConfig(
+            name: "max_message_bytes small", text: config(daemon: "max_message_bytes = 100"), key: "daemon.max_message_bytes",
+            problem: "100 is out of range"),
+        BadConfig(
+            name: "admin_groups string", text: config(daemon: "admin_groups = \"g\""), key: "daemon.admin_groups",
+            problem: "expected an array of strings, found a string"),
+        BadConfig(
+            name: "admin_groups mixed", text: config(daemon: "admin_groups = [\"g\", 1]"), key: "daemon.admin_groups",
+            problem: "found an element that is an integer"),
+        BadConfig(
+            name: "socket_mode 999", text: config(daemon: "socket_mode = \"999\""), key: "daemon.socket_mode",
+            problem: "\"999\" is not an octal file mode"),
+        BadConfig(
+            name: "socket_mode too big", text: config(daemon: "socket_mode = \"1777\""), key: "daemon.socket_mode",
+            problem: "is not an octal file mode"),
+        BadConfig(
+            name: "socket_mode integer", text: config(daemon: "socket_mode = 666"), key: "daemon.socket_mode",
+            problem: "expected a string, found an integer"),
+        BadConfig(
+            name: "socket boolean", text: config(daemon: "state_directory = true"), key: "daemon.state_directory",
+            problem: "expected a string, found a boolean"),
+        BadConfig(
+            name: "allow_self_enrolment string", text: config(daemon: "allow_self_enrolment = \"yes\""),
+            key: "daemon.allow_self_enrolment", problem: "expected true or false, found a string"),
+        BadConfig(
+            name: "log level", text: config(daemon: "log_level = \"loud\""), key: "daemon.log_level", problem: "\"loud\" is not one of"),
+        BadConfig(
+            name: "call_timeout", text: config(daemon: "call_timeout = \"soon\""), key: "daemon.call_timeout", problem: "is not a duration"),
         BadConfig(name: "daemon not a table", text: "daemon = 5\n", key: "daemon", problem: "expected a table, found an integer"),
-        BadConfig(name: "providers not a table", text: "providers = \"x\"\n", key: "providers", problem: "expected a table, found a string"),
-        BadConfig(name: "provider not a table", text: "[providers]\nexample = 1\n", key: "providers.example", problem: "expected a table, found an integer"),
-        BadConfig(name: "provider name", text: "[providers.\"bad name\"]\nkind = \"oauth2\"\n", key: "providers.bad name",
-                  problem: "provider names are letters, digits, '-' and '_'"),
-        BadConfig(name: "missing kind", text: config().replacingFirst("kind = \"oauth2\"", with: ""), key: "providers.example.kind", problem: "is required"),
-        BadConfig(name: "empty kind", text: config().replacingFirst("kind = \"oauth2\"", with: "kind = \"\""), key: "providers.example.kind",
-                  problem: "must not be empty"),
-        BadConfig(name: "missing client_id", text: config().replacingFirst("client_id = \"tokend\"", with: ""), key: "providers.example.client_id",
-                  problem: "is required"),
-        BadConfig(name: "missing token_endpoint", text: config().replacingFirst("token_endpoint = \"https://idp.example/token\"", with: ""),
-                  key: "providers.example.token_endpoint", problem: "is required (or set issuer to discover it)"),
-        BadConfig(name: "unknown kind", text: config().replacingFirst("kind = \"oauth2\"", with: "kind = \"saml\""), key: "providers.example.kind",
-                  problem: "unknown provider kind \"saml\" (supported: oauth2"),
-        BadConfig(name: "token_endpoint not http", text: config().replacingFirst("https://idp.example/token", with: "ftp://idp.example/token"),
-                  key: "providers.example.token_endpoint", problem: "\"ftp://idp.example/token\" uses ftp; only https (or http to loopback) is allowed"),
-        BadConfig(name: "issuer not http", text: config(provider: "issuer = \"idp.example\""), key: "providers.example.issuer",
-                  problem: "is not an absolute http(s) URL"),
-        BadConfig(name: "bad duration", text: config(provider: "max_token_age = \"30\""), key: "providers.example.max_token_age",
-                  problem: "\"30\" is not a duration"),
-        BadConfig(name: "bad duration unit", text: config(provider: "max_session_age = \"3w\""), key: "providers.example.max_session_age",
-                  problem: "\"3w\" is not a duration"),
-        BadConfig(name: "zero duration", text: config(provider: "refresh_margin = \"0s\""), key: "providers.example.refresh_margin",
-                  problem: "must be longer than zero"),
-        BadConfig(name: "duration as integer", text: config(provider: "max_token_age = 30"), key: "providers.example.max_token_age",
-                  problem: "expected a string, found an integer"),
-        BadConfig(name: "refresh_at too big", text: config(provider: "refresh_at = 1.5"), key: "providers.example.refresh_at",
-                  problem: "1.5 must be between 0 and 1"),
-        BadConfig(name: "refresh_at integer", text: config(provider: "refresh_at = 1"), key: "providers.example.refresh_at",
-                  problem: "expected a number between 0 and 1, found an integer"),
-        BadConfig(name: "client_auth unknown", text: config(provider: "client_auth = \"private_key_jwt\""), key: "providers.example.client_auth",
-                  problem: "\"private_key_jwt\" is not one of none, client_secret_basic, client_secret_post"),
-        BadConfig(name: "client_secret_file unreadable", text: config(), key: "providers.example.client_secret_file",
-                  problem: "cannot read /srv/tokend/etc/example-client-secret: no such file: /srv/tokend/etc/example-client-secret", secrets: [:]),
-        BadConfig(name: "client_secret_file empty", text: config(), key: "providers.example.client_secret_file",
-                  problem: "/srv/tokend/etc/example-client-secret is empty", secrets: ["/srv/tokend/etc/example-client-secret": "\n"]),
-        BadConfig(name: "client_secret_file missing for basic",
-                  text: config().replacingFirst("client_secret_file = \"example-client-secret\"", with: ""),
-                  key: "providers.example.client_secret_file", problem: "is required with client_auth = \"client_secret_basic\""),
-        BadConfig(name: "client_secret_file missing for post",
-                  text: config(provider: "client_auth = \"client_secret_post\"").replacingFirst("client_secret_file = \"example-client-secret\"", with: ""),
-                  key: "providers.example.client_secret_file", problem: "is required with client_auth = \"client_secret_post\""),
-        BadConfig(name: "date value", text: config(daemon: "socket_mode = 1979-05-27"), key: "daemon.socket_mode", problem: "expected a string, found a "),
+        BadConfig(
+            name: "providers not a table", text: "providers = \"x\"\n", key: "providers", problem: "expected a table, found a string"),
+        BadConfig(
+            name: "provider not a table", text: "[providers]\nexample = 1\n", key: "providers.example",
+            problem: "expected a table, found an integer"),
+        BadConfig(
+            name: "provider name", text: "[providers.\"bad name\"]\nkind = \"oauth2\"\n", key: "providers.bad name",
+            problem: "provider names are letters, digits, '-' and '_'"),
+        BadConfig(
+            name: "missing kind", text: config().replacingFirst("kind = \"oauth2\"", with: ""), key: "providers.example.kind",
+            problem: "is required"),
+        BadConfig(
+            name: "empty kind", text: config().replacingFirst("kind = \"oauth2\"", with: "kind = \"\""), key: "providers.example.kind",
+            problem: "must not be empty"),
+        BadConfig(
+            name: "missing client_id", text: config().replacingFirst("client_id = \"tokend\"", with: ""),
+            key: "providers.example.client_id",
+            problem: "is required"),
+        BadConfig(
+            name: "missing token_endpoint", text: config().replacingFirst("token_endpoint = \"https://idp.example/token\"", with: ""),
+            key: "providers.example.token_endpoint", problem: "is required (or set issuer to discover it)"),
+        BadConfig(
+            name: "unknown kind", text: config().replacingFirst("kind = \"oauth2\"", with: "kind = \"saml\""),
+            key: "providers.example.kind",
+            problem: "unknown provider kind \"saml\" (supported: oauth2"),
+        BadConfig(
+            name: "token_endpoint not http", text: config().replacingFirst("https://idp.example/token", with: "ftp://idp.example/token"),
+            key: "providers.example.token_endpoint",
+            problem: "\"ftp://idp.example/token\" uses ftp; only https (or http to loopback) is allowed"),
+        BadConfig(
+            name: "issuer not http", text: config(provider: "issuer = \"idp.example\""), key: "providers.example.issuer",
+            problem: "is not an absolute http(s) URL"),
+        BadConfig(
+            name: "bad duration", text: config(provider: "max_token_age = \"30\""), key: "providers.example.max_token_age",
+            problem: "\"30\" is not a duration"),
+        BadConfig(
+            name: "bad duration unit", text: config(provider: "max_session_age = \"3w\""), key: "providers.example.max_session_age",
+            problem: "\"3w\" is not a duration"),
+        BadConfig(
+            name: "zero duration", text: config(provider: "refresh_margin = \"0s\""), key: "providers.example.refresh_margin",
+            problem: "must be longer than zero"),
+        BadConfig(
+            name: "duration as integer", text: config(provider: "max_token_age = 30"), key: "providers.example.max_token_age",
+            problem: "expected a string, found an integer"),
+        BadConfig(
+            name: "refresh_at too big", text: config(provider: "refresh_at = 1.5"), key: "providers.example.refresh_at",
+            problem: "1.5 must be between 0 and 1"),
+        BadConfig(
+            name: "refresh_at integer", text: config(provider: "refresh_at = 1"), key: "providers.example.refresh_at",
+            problem: "expected a number between 0 and 1, found an integer"),
+        BadConfig(
+            name: "client_auth unknown", text: config(provider: "client_auth = \"private_key_jwt\""), key: "providers.example.client_auth",
+            problem: "\"private_key_jwt\" is not one of none, client_secret_basic, client_secret_post"),
+        BadConfig(
+            name: "client_secret_file unreadable", text: config(), key: "providers.example.client_secret_file",
+            problem: "cannot read /srv/tokend/etc/example-client-secret: no such file: /srv/tokend/etc/example-client-secret", secrets: [:]),
+        BadConfig(
+            name: "client_secret_file empty", text: config(), key: "providers.example.client_secret_file",
+            problem: "/srv/tokend/etc/example-client-secret is empty", secrets: ["/srv/tokend/etc/example-client-secret": "\n"]),
+        BadConfig(
+            name: "client_secret_file missing for basic",
+            text: config().replacingFirst("client_secret_file = \"example-client-secret\"", with: ""),
+            key: "providers.example.client_secret_file", problem: "is required with client_auth = \"client_secret_basic\""),
+        BadConfig(
+            name: "client_secret_file missing for post",
+            text: config(provider: "client_auth = \"client_secret_post\"").replacingFirst(
+                "client_secret_file = \"example-client-secret\"", with: ""),
+            key: "providers.example.client_secret_file", problem: "is required with client_auth = \"client_secret_post\""),
+        BadConfig(
+            name: "date value", text: config(daemon: "socket_mode = 1979-05-27"), key: "daemon.socket_mode",
+            problem: "expected a string, found a "),
     ]
 
     @Test(arguments: cases)

@@ -1,5 +1,6 @@
 import Testing
 import TokendCore
+
 @testable import TokendConfig
 
 /// A configuration with one `hat` provider named `pda`, plus `extra` lines in its table.
@@ -50,19 +51,21 @@ struct HATConfigurationTests {
     }
 
     @Test func everyHATSettingCanBeChanged() throws {
-        let configuration = try parseConfig(hatConfig("""
-            scheme = "http"
-            ca_file = "pda-ca.pem"
-            public_key_path = "/api/publickey"
-            renewal_path = "/api/v2.6/ping"
-            renewal_header = "X-Other-Token"
-            idle_limit = "6s"
-            renewal_interval = "2s"
-            max_session_age = "20s"
-            session_warning = "5s"
-            refresh_at = 0.5
-            key_refetch_interval = "1s"
-            """, address: "127.0.0.1:4567"))
+        let configuration = try parseConfig(
+            hatConfig(
+                """
+                scheme = "http"
+                ca_file = "pda-ca.pem"
+                public_key_path = "/api/publickey"
+                renewal_path = "/api/v2.6/ping"
+                renewal_header = "X-Other-Token"
+                idle_limit = "6s"
+                renewal_interval = "2s"
+                max_session_age = "20s"
+                session_warning = "5s"
+                refresh_at = 0.5
+                key_refetch_interval = "1s"
+                """, address: "127.0.0.1:4567"))
         let settings = try #require(hatSettings(configuration))
         #expect(settings.origin == "http://127.0.0.1:4567")
         #expect(settings.caFile == "/srv/tokend/etc/pda-ca.pem")
@@ -85,13 +88,14 @@ struct HATConfigurationTests {
     }
 
     @Test func expiryEndsTheSessionOnlyForHAT() throws {
-        let configuration = try parseConfig(hatConfig() + "\n" + """
-            [providers.oauth]
-            kind = "oauth2"
-            token_endpoint = "https://idp.example/token"
-            client_id = "c"
-            client_auth = "none"
-            """)
+        let configuration = try parseConfig(
+            hatConfig() + "\n" + """
+                [providers.oauth]
+                kind = "oauth2"
+                token_endpoint = "https://idp.example/token"
+                client_id = "c"
+                client_auth = "none"
+                """)
         #expect(configuration.providers["oauth"]?.refreshPolicy.expiryEndsSession == false)
         #expect(configuration.providers["oauth"]?.refreshPolicy.maxSessionAge == nil)
     }
@@ -105,18 +109,40 @@ struct HATConfigurationTests {
     }
 
     static let bad: [BadHAT] = [
-        BadHAT(name: "no address", text: hatConfig().replacingOccurrences("address = \"postman.hubat.net\"", ""), key: "providers.pda.address", problem: "is required"),
-        BadHAT(name: "address with a scheme", text: hatConfig(address: "https://postman.hubat.net"), key: "providers.pda.address", problem: "is not a PDA address"),
-        BadHAT(name: "address with a path", text: hatConfig(address: "postman.hubat.net/x"), key: "providers.pda.address", problem: "is not a PDA address"),
-        BadHAT(name: "http to a remote PDA", text: hatConfig("scheme = \"http\""), key: "providers.pda.scheme", problem: "refusing plain http"),
+        BadHAT(
+            name: "no address", text: hatConfig().replacingOccurrences("address = \"postman.hubat.net\"", ""), key: "providers.pda.address",
+            problem: "is required"),
+        BadHAT(
+            name: "address with a scheme", text: hatConfig(address: "https://postman.hubat.net"), key: "providers.pda.address",
+            problem: "is not a PDA address"),
+        BadHAT(
+            name: "address with a path", text: hatConfig(address: "postman.hubat.net/x"), key: "providers.pda.address",
+            problem: "is not a PDA address"),
+        BadHAT(
+            name: "http to a remote PDA", text: hatConfig("scheme = \"http\""), key: "providers.pda.scheme", problem: "refusing plain http"),
         BadHAT(name: "another scheme", text: hatConfig("scheme = \"ftp\""), key: "providers.pda.scheme", problem: "is not https"),
-        BadHAT(name: "no application", text: hatConfig().replacingOccurrences("application = \"tokend-test\"", ""), key: "providers.pda.application", problem: "is required"),
-        BadHAT(name: "application with a space", text: hatConfig().replacingOccurrences("\"tokend-test\"", "\"a b\""), key: "providers.pda.application", problem: "printable"),
-        BadHAT(name: "no redirect", text: hatConfig().replacingOccurrences("redirect = \"http://127.0.0.1:8700/hat/success\"", ""), key: "providers.pda.redirect", problem: "is required"),
-        BadHAT(name: "plain http fallback to a remote host", text: hatConfig().replacingOccurrences("http://127.0.0.1:8700/hat/failure", "http://app.example/failed"), key: "providers.pda.fallback", problem: "refusing plain http"),
-        BadHAT(name: "relative public key path", text: hatConfig("public_key_path = \"publickey\""), key: "providers.pda.public_key_path", problem: "absolute path"),
-        BadHAT(name: "header with a colon", text: hatConfig("renewal_header = \"X-Auth-Token:\""), key: "providers.pda.renewal_header", problem: "not an HTTP header name"),
-        BadHAT(name: "renewal not inside the idle limit", text: hatConfig("idle_limit = \"1h\"\nrenewal_interval = \"1h\""), key: "providers.pda.renewal_interval", problem: "shorter than idle_limit"),
+        BadHAT(
+            name: "no application", text: hatConfig().replacingOccurrences("application = \"tokend-test\"", ""),
+            key: "providers.pda.application", problem: "is required"),
+        BadHAT(
+            name: "application with a space", text: hatConfig().replacingOccurrences("\"tokend-test\"", "\"a b\""),
+            key: "providers.pda.application", problem: "printable"),
+        BadHAT(
+            name: "no redirect", text: hatConfig().replacingOccurrences("redirect = \"http://127.0.0.1:8700/hat/success\"", ""),
+            key: "providers.pda.redirect", problem: "is required"),
+        BadHAT(
+            name: "plain http fallback to a remote host",
+            text: hatConfig().replacingOccurrences("http://127.0.0.1:8700/hat/failure", "http://app.example/failed"),
+            key: "providers.pda.fallback", problem: "refusing plain http"),
+        BadHAT(
+            name: "relative public key path", text: hatConfig("public_key_path = \"publickey\""), key: "providers.pda.public_key_path",
+            problem: "absolute path"),
+        BadHAT(
+            name: "header with a colon", text: hatConfig("renewal_header = \"X-Auth-Token:\""), key: "providers.pda.renewal_header",
+            problem: "not an HTTP header name"),
+        BadHAT(
+            name: "renewal not inside the idle limit", text: hatConfig("idle_limit = \"1h\"\nrenewal_interval = \"1h\""),
+            key: "providers.pda.renewal_interval", problem: "shorter than idle_limit"),
         BadHAT(name: "an OAuth key", text: hatConfig("client_id = \"x\""), key: "providers.pda.client_id", problem: "unknown key"),
     ]
 
@@ -133,7 +159,8 @@ struct HATRefreshPolicyTests {
         Credential(
             userIdentifier: "alice", provider: "pda", accessToken: SecretString("t"), refreshToken: nil, tokenType: "Bearer",
             scope: nil, expiresAt: Timestamp(secondsSince1970: expiresAt), issuedAt: Timestamp(secondsSince1970: issuedAt),
-            sessionStartedAt: Timestamp(secondsSince1970: sessionStartedAt), readers: [], enrolment: Enrolment(uid: 0, pid: 0, at: Timestamp(secondsSince1970: 0))
+            sessionStartedAt: Timestamp(secondsSince1970: sessionStartedAt), readers: [],
+            enrolment: Enrolment(uid: 0, pid: 0, at: Timestamp(secondsSince1970: 0))
         )
     }
 

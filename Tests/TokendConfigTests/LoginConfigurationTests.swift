@@ -1,10 +1,12 @@
 import Testing
 import TokendCore
+
 @testable import TokendConfig
 
 struct LoginConfigurationTests {
     func provider(_ lines: String) throws(ConfigurationError) -> OAuth2Settings? {
-        let config = try parseConfig("""
+        let config = try parseConfig(
+            """
             [providers.p]
             kind = "oauth2"
             issuer = "https://idp.example/o"
@@ -17,14 +19,16 @@ struct LoginConfigurationTests {
     }
 
     @Test func loginKeysAreRead() throws {
-        let settings = try #require(try provider("""
-            authorization_endpoint = "https://idp.example/authorize"
-            device_authorization_endpoint = "https://idp.example/device"
-            scopes = ["openid", "read"]
-            redirect_port = 8123
-            verify_access_token = true
-            audience = "api"
-            """))
+        let settings = try #require(
+            try provider(
+                """
+                authorization_endpoint = "https://idp.example/authorize"
+                device_authorization_endpoint = "https://idp.example/device"
+                scopes = ["openid", "read"]
+                redirect_port = 8123
+                verify_access_token = true
+                audience = "api"
+                """))
         #expect(settings.authorizationEndpoint == "https://idp.example/authorize")
         #expect(settings.deviceAuthorizationEndpoint == "https://idp.example/device")
         #expect(settings.scope == "openid read")

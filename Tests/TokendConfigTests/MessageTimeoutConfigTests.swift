@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokendConfig
 
 /// `message_timeout`: the slowloris limit (issue 8, point 4).

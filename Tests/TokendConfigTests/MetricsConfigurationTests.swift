@@ -1,5 +1,6 @@
 import Testing
 import TokendCore
+
 @testable import TokendConfig
 
 struct MetricsConfigurationTests {
@@ -10,7 +11,8 @@ struct MetricsConfigurationTests {
     }
 
     @Test func parsesTheMetricsSectionAndTheShutdownTimeout() throws {
-        let configuration = try parseConfig("""
+        let configuration = try parseConfig(
+            """
             [daemon]
             shutdown_timeout = "3s"
 

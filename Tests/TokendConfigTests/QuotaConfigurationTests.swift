@@ -7,7 +7,9 @@ import TokendCore
 @Suite struct QuotaConfigurationTests {
     @Test func defaultsForTheDefaultMaximum() throws {
         let configuration = try parseConfig("[daemon]\n")
-        #expect(configuration.quotas == UserQuotas(connectionsPerUID: 128, reservedAdminConnections: 64, credentialsPerUID: 256, callsInFlightPerUID: 64))
+        #expect(
+            configuration.quotas
+                == UserQuotas(connectionsPerUID: 128, reservedAdminConnections: 64, credentialsPerUID: 256, callsInFlightPerUID: 64))
     }
 
     @Test func defaultsFollowASmallMaximumDown() throws {
@@ -19,7 +21,8 @@ import TokendCore
     }
 
     @Test func everyKeyIsRead() throws {
-        let configuration = try parseConfig("""
+        let configuration = try parseConfig(
+            """
             [daemon]
             max_connections = 500
             reserved_admin_connections = 100
@@ -27,7 +30,9 @@ import TokendCore
             max_credentials_per_uid = 0
             max_calls_in_flight_per_uid = 7
             """)
-        #expect(configuration.quotas == UserQuotas(connectionsPerUID: 20, reservedAdminConnections: 100, credentialsPerUID: 0, callsInFlightPerUID: 7))
+        #expect(
+            configuration.quotas
+                == UserQuotas(connectionsPerUID: 20, reservedAdminConnections: 100, credentialsPerUID: 0, callsInFlightPerUID: 7))
     }
 
     @Test func limitsThatLeaveNothingForOthersAreErrorsNamingTheKey() {

@@ -1,5 +1,6 @@
 import Testing
 import TokendCore
+
 @testable import TokendConfig
 
 /// `[store]` and `daemon.node_name`.
@@ -11,17 +12,20 @@ import TokendCore
     }
 
     @Test func readsThePostgresStore() throws {
-        let text = exampleConfig.replacingOccurrences(of: "[daemon]\n", with: "[daemon]\nnode_name = \"worker-3\"\n") + """
-            [store]
-            kind = "postgresql"
-            url = "postgresql://tokend@127.0.0.1:5432/tokend"
-            password_file = "pg-password"
-            lease = "20s"
-            reconcile_interval = "5s"
-            """
-        let configuration = try parseConfig(text, secrets: [
-            "/srv/tokend/etc/example-client-secret": "s3cret\n", "/srv/tokend/etc/pg-password": "db-pass\n",
-        ])
+        let text =
+            exampleConfig.replacingOccurrences(of: "[daemon]\n", with: "[daemon]\nnode_name = \"worker-3\"\n") + """
+                [store]
+                kind = "postgresql"
+                url = "postgresql://tokend@127.0.0.1:5432/tokend"
+                password_file = "pg-password"
+                lease = "20s"
+                reconcile_interval = "5s"
+                """
+        let configuration = try parseConfig(
+            text,
+            secrets: [
+                "/srv/tokend/etc/example-client-secret": "s3cret\n", "/srv/tokend/etc/pg-password": "db-pass\n",
+            ])
         #expect(configuration.nodeName == "worker-3")
         guard case .postgresql(let store) = configuration.store else {
             Issue.record("not a postgresql store")

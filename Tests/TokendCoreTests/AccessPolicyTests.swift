@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokendCore
 
 struct AccessPolicyTests {
@@ -180,13 +181,16 @@ struct ResolvedReadersTests {
     }
 
     @Test func numericReadersNeedNoLookup() {
-        let resolved = ResolvedReaders([.uid(1), .gid(2)], userID: { _ in
-            Issue.record("user lookup called")
-            return nil
-        }, groupID: { _ in
-            Issue.record("group lookup called")
-            return nil
-        })
+        let resolved = ResolvedReaders(
+            [.uid(1), .gid(2)],
+            userID: { _ in
+                Issue.record("user lookup called")
+                return nil
+            },
+            groupID: { _ in
+                Issue.record("group lookup called")
+                return nil
+            })
         #expect(resolved == ResolvedReaders(uids: [1], gids: [2]))
     }
 }

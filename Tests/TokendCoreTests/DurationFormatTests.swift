@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokendCore
 
 struct DurationFormatTests {
@@ -29,9 +30,9 @@ struct DurationFormatTests {
 
     @Test(arguments: [
         "", "30", "d", "1x", "-5s", "+5s", "5 s", " 5s", "5s ", "1h30", "1.5h", "h1", "5S", "5D", "5sec", "1m s", "ms", "5mss",
-        "9223372036854775808s",        // the number overflows Int64
-        "106751991168d",               // the total overflows Int64 milliseconds
-        "9223372036854775807ms1ms",    // the sum overflows
+        "9223372036854775808s",  // the number overflows Int64
+        "106751991168d",  // the total overflows Int64 milliseconds
+        "9223372036854775807ms1ms",  // the sum overflows
         "99999999999999999999999d",
     ])
     func rejectsInvalidDurations(text: String) {
@@ -45,7 +46,9 @@ struct DurationFormatTests {
     }
 
     static let humanReadableCases: [(Duration, String)] = {
-        let minute: Int64 = 60, hour: Int64 = 3600, day: Int64 = 86400
+        let minute: Int64 = 60
+        let hour: Int64 = 3600
+        let day: Int64 = 86400
         var cases: [(Duration, String)] = []
         cases.append((.zero, "0ms"))
         cases.append((.milliseconds(250), "250ms"))

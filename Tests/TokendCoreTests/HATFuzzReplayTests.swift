@@ -21,7 +21,8 @@ struct HATFuzzReplayTests {
                     let claims = try HATTokenClaims.parse(token)
                     #expect(claims.algorithm == "RS256", "\(file)")
                     #expect(claims.issuedAt <= claims.expiresAt, "\(file)")
-                    let accepted = try? HATTokenClaims.check(token, address: claims.issuer, application: claims.application, now: claims.issuedAt)
+                    let accepted = try? HATTokenClaims.check(
+                        token, address: claims.issuer, application: claims.application, now: claims.issuedAt)
                     #expect((accepted != nil) == (claims.expiresAt > claims.issuedAt), "\(file)")
                     if let accepted { #expect(accepted == claims) }
                 } catch {

@@ -74,7 +74,8 @@ struct HATTokenClaimsTests {
     @Test func expiredIsRejected() {
         let token = jwt(payload: seedPayload)
         #expect(throws: HATClaimError.expired(at: Timestamp(secondsSince1970: 1_543_692_303))) {
-            try HATTokenClaims.check(token, address: "postman.hubat.net", application: "hatappstaging", now: Timestamp(secondsSince1970: 1_543_692_303))
+            try HATTokenClaims.check(
+                token, address: "postman.hubat.net", application: "hatappstaging", now: Timestamp(secondsSince1970: 1_543_692_303))
         }
     }
 
@@ -86,7 +87,10 @@ struct HATTokenClaimsTests {
         (#"{"iss":"postman.hubat.net","application":"hatappstaging","exp":"soon","iat":1541100303}"#, HATClaimError.invalidClaim("exp")),
         (#"{"iss":"postman.hubat.net","application":"hatappstaging","exp":1543692303,"iat":-1}"#, HATClaimError.invalidClaim("iat")),
         (#"{"iss":"postman.hubat.net","application":"hatappstaging","exp":1541100303,"iat":1543692303}"#, HATClaimError.issuedAfterExpiry),
-        (#"{"iss":["postman.hubat.net"],"application":"hatappstaging","exp":1543692303,"iat":1541100303}"#, HATClaimError.missingClaim("iss")),
+        (
+            #"{"iss":["postman.hubat.net"],"application":"hatappstaging","exp":1543692303,"iat":1541100303}"#,
+            HATClaimError.missingClaim("iss")
+        ),
         (#"not json"#, HATClaimError.malformedPayload),
     ])
     func claimsAreRequired(payload: String, expected: HATClaimError) {

@@ -1,6 +1,6 @@
+import Testing
 import TokendCore
 import TokendJSON
-import Testing
 
 struct LoginURLTests {
     @Test func percentEncodingKeepsOnlyUnreservedCharacters() {
@@ -26,12 +26,19 @@ struct LoginURLTests {
             endpoint: "https://idp/authorize", clientID: "c", redirectURI: "http://127.0.0.1:1234/callback", scope: "openid read",
             state: "S", codeChallenge: "CH", nonce: "N"
         )
-        #expect(url == "https://idp/authorize?response_type=code&client_id=c&redirect_uri=http%3A%2F%2F127.0.0.1%3A1234%2Fcallback&scope=openid%20read&state=S&code_challenge=CH&code_challenge_method=S256&nonce=N")
+        #expect(
+            url
+                == "https://idp/authorize?response_type=code&client_id=c&redirect_uri=http%3A%2F%2F127.0.0.1%3A1234%2Fcallback&scope=openid%20read&state=S&code_challenge=CH&code_challenge_method=S256&nonce=N"
+        )
     }
 
     @Test func hatLoginURLPutsTheQueryInTheFragment() {
-        let url = LoginRequest.hatLoginURL(origin: "https://pda.example", application: "app", redirect: "http://127.0.0.1:9/ok", fallback: "http://127.0.0.1:9/no")
-        #expect(url == "https://pda.example/#/hatlogin?name=app&redirect=http%3A%2F%2F127.0.0.1%3A9%2Fok&fallback=http%3A%2F%2F127.0.0.1%3A9%2Fno")
+        let url = LoginRequest.hatLoginURL(
+            origin: "https://pda.example", application: "app", redirect: "http://127.0.0.1:9/ok", fallback: "http://127.0.0.1:9/no")
+        #expect(
+            url
+                == "https://pda.example/#/hatlogin?name=app&redirect=http%3A%2F%2F127.0.0.1%3A9%2Fok&fallback=http%3A%2F%2F127.0.0.1%3A9%2Fno"
+        )
     }
 }
 
@@ -61,17 +68,25 @@ struct AuthorizationRedirectTests {
 
     @Test func anErrorRedirectWithAForeignStateIsAStateMismatch() {
         // The state is checked before the error, so a forged redirect cannot pose as a denial.
-        #expect(throws: LoginError.self) { try AuthorizationRedirect.code(from: redirect + "?error=x&state=evil", redirectURI: redirect, state: "S1") }
+        #expect(throws: LoginError.self) {
+            try AuthorizationRedirect.code(from: redirect + "?error=x&state=evil", redirectURI: redirect, state: "S1")
+        }
     }
 
     @Test func hatRedirects() throws {
-        let ok = "http://127.0.0.1:9/hat/ok", no = "https://app.example/hat/no"
+        let ok = "http://127.0.0.1:9/hat/ok"
+        let no = "https://app.example/hat/no"
         #expect(try AuthorizationRedirect.hatToken(from: ok + "?token=T.K.N", redirect: ok, fallback: no) == "T.K.N")
-        #expect(throws: LoginError("the PDA sent the browser to the fallback URL: the login was refused or cancelled", oauthError: "access_denied")) {
+        #expect(
+            throws: LoginError(
+                "the PDA sent the browser to the fallback URL: the login was refused or cancelled", oauthError: "access_denied")
+        ) {
             try AuthorizationRedirect.hatToken(from: no + "?x=1", redirect: ok, fallback: no)
         }
         #expect(throws: LoginError.self) { try AuthorizationRedirect.hatToken(from: ok, redirect: ok, fallback: no) }
-        #expect(throws: LoginError.self) { try AuthorizationRedirect.hatToken(from: "https://evil.example/hat/ok?token=T", redirect: ok, fallback: no) }
+        #expect(throws: LoginError.self) {
+            try AuthorizationRedirect.hatToken(from: "https://evil.example/hat/ok?token=T", redirect: ok, fallback: no)
+        }
     }
 
     @Test func aHATTokenFromBeforeTheLoginIsRefused() throws {
@@ -94,15 +109,28 @@ struct DevicePollingTests {
         #expect(polling.next(status: 400, body: body(#"{"error":"authorization_pending"}"#)) == .wait(.seconds(10)), "slow_down lasts")
         #expect(polling.slowDowns == 1)
         #expect(polling.next(status: 503, body: body("<html>")) == .wait(.seconds(10)))
-        guard case .fail(let denied) = polling.next(status: 400, body: body(#"{"error":"access_denied"}"#)) else { Issue.record(); return }
+        guard case .fail(let denied) = polling.next(status: 400, body: body(#"{"error":"access_denied"}"#)) else {
+            Issue.record()
+            return
+        }
         #expect(denied.oauthError == "access_denied")
-        guard case .fail(let expired) = polling.next(status: 400, body: body(#"{"error":"expired_token"}"#)) else { Issue.record(); return }
+        guard case .fail(let expired) = polling.next(status: 400, body: body(#"{"error":"expired_token"}"#)) else {
+            Issue.record()
+            return
+        }
         #expect(expired.oauthError == "expired_token" && expired.reason.contains("expired"))
-        guard case .success(let response) = polling.next(status: 200, body: body(#"{"access_token":"a","refresh_token":"r","expires_in":60}"#)) else {
-            Issue.record(); return
+        guard
+            case .success(let response) = polling.next(
+                status: 200, body: body(#"{"access_token":"a","refresh_token":"r","expires_in":60}"#))
+        else {
+            Issue.record()
+            return
         }
         #expect(response.refreshToken?.value == "r")
-        guard case .fail = polling.next(status: 200, body: body(#"{"token_type":"Bearer"}"#)) else { Issue.record(); return }
+        guard case .fail = polling.next(status: 200, body: body(#"{"token_type":"Bearer"}"#)) else {
+            Issue.record()
+            return
+        }
     }
 
     @Test func transportFailuresBackOff() {
@@ -112,13 +140,18 @@ struct DevicePollingTests {
     }
 
     @Test func deviceAuthorizationResponses() throws {
-        let parsed = try DeviceAuthorization.parse(Array(#"{"device_code":"D","user_code":"ABCD-EFGH","verification_uri":"https://idp/device","expires_in":600}"#.utf8))
+        let parsed = try DeviceAuthorization.parse(
+            Array(#"{"device_code":"D","user_code":"ABCD-EFGH","verification_uri":"https://idp/device","expires_in":600}"#.utf8))
         #expect(parsed.interval == .seconds(5) && parsed.expiresIn == .seconds(600) && parsed.userCode == "ABCD-EFGH")
         #expect(!"\(parsed)".contains("\"D\"") && "\(parsed)".contains("<redacted>"))
-        let capped = try DeviceAuthorization.parse(Array(#"{"device_code":"D","user_code":"U","verification_url":"https://idp/d","expires_in":999999,"interval":0}"#.utf8))
+        let capped = try DeviceAuthorization.parse(
+            Array(#"{"device_code":"D","user_code":"U","verification_url":"https://idp/d","expires_in":999999,"interval":0}"#.utf8))
         #expect(capped.expiresIn == DeviceAuthorization.maximumLifetime && capped.interval == .seconds(1))
-        for bad in [#"{"user_code":"U","verification_uri":"https://i/d","expires_in":60}"#, #"{"device_code":"D","user_code":"U","verification_uri":"nope","expires_in":60}"#,
-                    #"{"device_code":"D","user_code":"U","verification_uri":"https://i/d"}"#, "[]"] {
+        for bad in [
+            #"{"user_code":"U","verification_uri":"https://i/d","expires_in":60}"#,
+            #"{"device_code":"D","user_code":"U","verification_uri":"nope","expires_in":60}"#,
+            #"{"device_code":"D","user_code":"U","verification_uri":"https://i/d"}"#, "[]",
+        ] {
             #expect(throws: LoginError.self) { try DeviceAuthorization.parse(Array(bad.utf8)) }
         }
     }
@@ -133,10 +166,14 @@ enum JWTTestTokens {
 
 struct JWTExpectationsTests {
     let now = Timestamp(secondsSince1970: 1_700_000_000)
-    let expectations = JWTExpectations(issuer: "https://idp.example/o", audience: "client", authorizedParty: "client", nonce: "N1", what: "ID token")
+    let expectations = JWTExpectations(
+        issuer: "https://idp.example/o", audience: "client", authorizedParty: "client", nonce: "N1", what: "ID token")
 
     func claims(_ changes: JSONObject = [:]) -> JSONObject {
-        var claims: JSONObject = ["iss": .string("https://idp.example/o"), "aud": .string("client"), "exp": .int(1_700_000_300), "iat": .int(1_699_999_990), "nonce": .string("N1")]
+        var claims: JSONObject = [
+            "iss": .string("https://idp.example/o"), "aud": .string("client"), "exp": .int(1_700_000_300), "iat": .int(1_699_999_990),
+            "nonce": .string("N1"),
+        ]
         for (key, value) in changes.members { claims[key] = value }
         return claims
     }

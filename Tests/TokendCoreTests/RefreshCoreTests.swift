@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokendCore
 
 /// The pure parts of the refresh engine: when, how often, and what a response means.
@@ -124,8 +125,12 @@ struct GrantOutcomeTests {
     }
 
     @Test func throttlingAndServerErrorsAreTransientWithRetryAfter() {
-        #expect(Self.classify(503, "<html>down</html>", retryAfter: "7") == .transient(reason: "the token endpoint answered 503", retryAfter: .seconds(7)))
-        #expect(Self.classify(429, "", retryAfter: "Tue, 14 Nov 2023 22:13:40 GMT") == .transient(reason: "the token endpoint answered 429", retryAfter: .seconds(20)))
+        #expect(
+            Self.classify(503, "<html>down</html>", retryAfter: "7")
+                == .transient(reason: "the token endpoint answered 503", retryAfter: .seconds(7)))
+        #expect(
+            Self.classify(429, "", retryAfter: "Tue, 14 Nov 2023 22:13:40 GMT")
+                == .transient(reason: "the token endpoint answered 429", retryAfter: .seconds(20)))
         #expect(Self.classify(500, "", retryAfter: "soon") == .transient(reason: "the token endpoint answered 500", retryAfter: nil))
         guard case .transient = Self.classify(400, #"{"error":"temporarily_unavailable"}"#) else {
             Issue.record("temporarily_unavailable is worth retrying")
@@ -149,14 +154,17 @@ struct CredentialRefreshTests {
         Credential(
             userIdentifier: "alice", provider: "p", accessToken: SecretString("old"), refreshToken: SecretString("r1"),
             tokenType: "Bearer", scope: "read", expiresAt: Timestamp(secondsSince1970: 2000), issuedAt: Timestamp(secondsSince1970: 1000),
-            sessionStartedAt: Timestamp(secondsSince1970: 500), readers: [.uid(1)], enrolment: Enrolment(uid: 0, pid: 1, at: Timestamp(secondsSince1970: 500)),
+            sessionStartedAt: Timestamp(secondsSince1970: 500), readers: [.uid(1)],
+            enrolment: Enrolment(uid: 0, pid: 1, at: Timestamp(secondsSince1970: 500)),
             status: RefreshStatus(state: .refreshing, refreshCount: 4, grantStartedAt: Timestamp(secondsSince1970: 1900))
         )
     }
 
     @Test func rotationReplacesTheRefreshTokenAndKeepsTheSessionStart() throws {
         let received = Timestamp(secondsSince1970: 1950)
-        let next = try Self.credential().refreshed(with: TokenResponse(accessToken: SecretString("new"), refreshToken: SecretString("r2"), expiresIn: .seconds(60)), receivedAt: received)
+        let next = try Self.credential().refreshed(
+            with: TokenResponse(accessToken: SecretString("new"), refreshToken: SecretString("r2"), expiresIn: .seconds(60)),
+            receivedAt: received)
         #expect(next.accessToken.value == "new")
         #expect(next.refreshToken?.value == "r2")
         #expect(next.issuedAt == received)
@@ -169,14 +177,16 @@ struct CredentialRefreshTests {
     }
 
     @Test func withoutANewRefreshTokenTheOldOneStays() throws {
-        let next = try Self.credential().refreshed(with: TokenResponse(accessToken: SecretString("new"), expiresIn: .seconds(60)), receivedAt: Timestamp(secondsSince1970: 1950))
+        let next = try Self.credential().refreshed(
+            with: TokenResponse(accessToken: SecretString("new"), expiresIn: .seconds(60)), receivedAt: Timestamp(secondsSince1970: 1950))
         #expect(next.refreshToken?.value == "r1")
     }
 
     @Test func aResponseWithoutALifetimeGetsTheAssumedOne() throws {
         // The tokens are kept (the refresh token may have rotated); the lifetime is assumed.
         let next = try Self.credential().refreshed(
-            with: TokenResponse(accessToken: SecretString("opaque"), refreshToken: SecretString("r2")), receivedAt: Timestamp(secondsSince1970: 1950),
+            with: TokenResponse(accessToken: SecretString("opaque"), refreshToken: SecretString("r2")),
+            receivedAt: Timestamp(secondsSince1970: 1950),
             assumedLifetime: .seconds(120))
         #expect(next.expiresAt == Timestamp(secondsSince1970: 2070))
         #expect(next.refreshToken?.value == "r2")
@@ -184,12 +194,17 @@ struct CredentialRefreshTests {
 }
 
 struct EndpointPolicyTests {
-    @Test(arguments: ["https://idp.example.com/token", "http://127.0.0.1:8765/o/token/", "http://localhost/t", "http://[::1]:80/t", "http://127.8.9.10/t"])
+    @Test(arguments: [
+        "https://idp.example.com/token", "http://127.0.0.1:8765/o/token/", "http://localhost/t", "http://[::1]:80/t", "http://127.8.9.10/t",
+    ])
     func allowed(url: String) throws {
         _ = try EndpointPolicy.check(url)
     }
 
-    @Test(arguments: ["http://idp.example.com/token", "http://10.0.0.1/t", "ftp://127.0.0.1/t", "https://user:pw@idp.example.com/t", "idp.example.com/t", "http://128.0.0.1/t", "http:///t"])
+    @Test(arguments: [
+        "http://idp.example.com/token", "http://10.0.0.1/t", "ftp://127.0.0.1/t", "https://user:pw@idp.example.com/t", "idp.example.com/t",
+        "http://128.0.0.1/t", "http:///t",
+    ])
     func refused(url: String) {
         #expect(throws: EndpointPolicy.Violation.self) { try EndpointPolicy.check(url) }
     }

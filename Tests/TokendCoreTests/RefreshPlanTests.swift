@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokendCore
 
 /// The planning rules, case by case.
@@ -100,12 +101,18 @@ struct RefreshPlanPropertyTests {
         var skipped: Duration = .zero
         for round in 0..<rounds {
             let deadline = policy.deadline(expiresAt: issued + lifetime, issuedAt: issued, sessionStartedAt: firstIssue)
-            let plan = policy.plan(issuedAt: issued, deadline: deadline, lastGrantAt: lastGrant, jitter: Double.random(in: 0...1, using: &generator))
+            let plan = policy.plan(
+                issuedAt: issued, deadline: deadline, lastGrantAt: lastGrant, jitter: Double.random(in: 0...1, using: &generator))
             if plan.refreshAt >= deadline { run.lateRefreshes += 1 }
-            if let lastGrant, plan.refreshAt - lastGrant < max(RefreshPolicy.minimumSpacing, plan.lifetime * RefreshPolicy.minimumSpacingFraction) {
+            if let lastGrant,
+                plan.refreshAt - lastGrant < max(RefreshPolicy.minimumSpacing, plan.lifetime * RefreshPolicy.minimumSpacingFraction)
+            {
                 run.tooClose += 1
             }
-            if round == stepAt { clock = clock + step; skipped = skipped + step }
+            if round == stepAt {
+                clock = clock + step
+                skipped = skipped + step
+            }
             // The scheduler runs the grant when it is due by the (possibly stepped) clock.
             clock = max(clock, plan.refreshAt)
             lastGrant = clock
@@ -144,11 +151,15 @@ struct RefreshPlanPropertyTests {
         for lifetime in Self.lifetimes {
             let policy = RefreshPolicy()
             let steady = Self.simulate(policy: policy, lifetime: .seconds(lifetime), rounds: 30, using: &generator)
-            let stepped = Self.simulate(policy: policy, lifetime: .seconds(lifetime), rounds: 30, step: .seconds(stepSeconds), stepAt: 10, using: &generator)
+            let stepped = Self.simulate(
+                policy: policy, lifetime: .seconds(lifetime), rounds: 30, step: .seconds(stepSeconds), stepAt: 10, using: &generator)
             #expect(stepped.lateRefreshes == 0 && stepped.tooClose == 0, "lifetime \(lifetime)s, step \(stepSeconds)s")
             // The same number of grants covers at least the same span, less one grant's worth.
             let perLifetime = Double(stepped.grants - 1) / stepped.lifetimes
-            #expect(perLifetime <= 2.0001, "lifetime \(lifetime)s, step \(stepSeconds)s: \(perLifetime) grants per lifetime (steady \(Double(steady.grants) / steady.lifetimes))")
+            #expect(
+                perLifetime <= 2.0001,
+                "lifetime \(lifetime)s, step \(stepSeconds)s: \(perLifetime) grants per lifetime (steady \(Double(steady.grants) / steady.lifetimes))"
+            )
         }
     }
 
@@ -164,7 +175,8 @@ struct RefreshPlanPropertyTests {
             )
             let issued = ts(Int64.random(in: 0...2_000_000_000, using: &generator))
             let deadline = policy.deadline(expiresAt: issued + .seconds(lifetime), issuedAt: issued, sessionStartedAt: issued)
-            let plan = policy.plan(issuedAt: issued, deadline: deadline, lastGrantAt: issued, jitter: Double.random(in: 0...1, using: &generator))
+            let plan = policy.plan(
+                issuedAt: issued, deadline: deadline, lastGrantAt: issued, jitter: Double.random(in: 0...1, using: &generator))
             #expect(plan.refreshAt < deadline)
             #expect(plan.refreshAt >= issued + plan.lifetime / 2)
             #expect(plan.margin <= policy.minimumMargin && plan.margin <= plan.lifetime / 3 + .milliseconds(1))

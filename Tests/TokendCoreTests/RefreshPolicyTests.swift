@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokendCore
 
 func ts(_ seconds: Int64) -> Timestamp { Timestamp(secondsSince1970: seconds) }
@@ -141,8 +142,9 @@ struct RefreshPointTests {
                 minimumMargin: .seconds(margin),
                 jitterFraction: Double.random(in: 0...0.2, using: &generator)
             )
-            let credential = makeCredential(issuedAt: ts(iat), expiresAt: ts(iat + lifetime),
-                                            sessionStartedAt: ts(iat - Int64.random(in: 0...86400, using: &generator)))
+            let credential = makeCredential(
+                issuedAt: ts(iat), expiresAt: ts(iat + lifetime),
+                sessionStartedAt: ts(iat - Int64.random(in: 0...86400, using: &generator)))
             let deadline = policy.deadline(of: credential)
             let point = policy.refreshPoint(of: credential, jitter: Double.random(in: 0...1, using: &generator))
             let span = max(.zero, deadline - credential.issuedAt)
@@ -179,10 +181,13 @@ struct ServeDecisionTests {
     }
 
     @Test func tooShortLivedReportsTheRemainingTime() {
-        #expect(ServeDecision.decide(deadline: deadline, now: ts(999_970), minimumValidity: .seconds(60)) == .tooShortLived(remaining: .seconds(30)))
+        #expect(
+            ServeDecision.decide(deadline: deadline, now: ts(999_970), minimumValidity: .seconds(60))
+                == .tooShortLived(remaining: .seconds(30)))
         let oneMillisecondShort = Timestamp(millisecondsSince1970: 999_940_001)
-        #expect(ServeDecision.decide(deadline: deadline, now: oneMillisecondShort, minimumValidity: .seconds(60))
-            == .tooShortLived(remaining: .milliseconds(59_999)))
+        #expect(
+            ServeDecision.decide(deadline: deadline, now: oneMillisecondShort, minimumValidity: .seconds(60))
+                == .tooShortLived(remaining: .milliseconds(59_999)))
     }
 
     @Test func expiredAtAndAfterTheDeadline() {
@@ -194,6 +199,8 @@ struct ServeDecisionTests {
     @Test func oneMillisecondBeforeTheDeadlineIsStillServable() {
         let now = Timestamp(millisecondsSince1970: deadline.millisecondsSince1970 - 1)
         #expect(ServeDecision.decide(deadline: deadline, now: now, minimumValidity: .zero) == .serve)
-        #expect(ServeDecision.decide(deadline: deadline, now: now, minimumValidity: .milliseconds(2)) == .tooShortLived(remaining: .milliseconds(1)))
+        #expect(
+            ServeDecision.decide(deadline: deadline, now: now, minimumValidity: .milliseconds(2))
+                == .tooShortLived(remaining: .milliseconds(1)))
     }
 }

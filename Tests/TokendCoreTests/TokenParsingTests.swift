@@ -1,6 +1,7 @@
 import Testing
-@testable import TokendCore
 import TokendJSON
+
+@testable import TokendCore
 
 /// An independent base64url encoder (no padding), so JWTs in these tests do not depend on the
 /// code under test.
@@ -11,7 +12,9 @@ func base64URL(_ text: String) -> String {
     var index = 0
     while index < bytes.count {
         let chunk = Array(bytes[index..<min(index + 3, bytes.count)])
-        let b0 = Int(chunk[0]), b1 = chunk.count > 1 ? Int(chunk[1]) : 0, b2 = chunk.count > 2 ? Int(chunk[2]) : 0
+        let b0 = Int(chunk[0])
+        let b1 = chunk.count > 1 ? Int(chunk[1]) : 0
+        let b2 = chunk.count > 2 ? Int(chunk[2]) : 0
         output.append(alphabet[b0 >> 2])
         output.append(alphabet[(b0 & 0x3) << 4 | b1 >> 4])
         if chunk.count > 1 { output.append(alphabet[(b1 & 0xF) << 2 | b2 >> 6]) }
@@ -128,10 +131,11 @@ struct TokenResponseTests {
     }
 
     @Test func parsesAFullResponse() throws {
-        let response = try parse(#"""
-        {"access_token":"2YotnFZFEjr1zCsicMWpAA","token_type":"example","expires_in":3600,
-         "refresh_token":"tGzv3JOkF0XG5Qx2TlKWIA","scope":"read write","id_token":"eyJ.x.y","example_parameter":"example_value"}
-        """#)
+        let response = try parse(
+            #"""
+            {"access_token":"2YotnFZFEjr1zCsicMWpAA","token_type":"example","expires_in":3600,
+             "refresh_token":"tGzv3JOkF0XG5Qx2TlKWIA","scope":"read write","id_token":"eyJ.x.y","example_parameter":"example_value"}
+            """#)
         #expect(response.accessToken.value == "2YotnFZFEjr1zCsicMWpAA")
         #expect(response.refreshToken?.value == "tGzv3JOkF0XG5Qx2TlKWIA")
         #expect(response.tokenType == "example")
@@ -149,7 +153,8 @@ struct TokenResponseTests {
     }
 
     @Test func nullOptionalFieldsAreAbsent() throws {
-        let response = try parse(#"{"access_token":"abc","refresh_token":null,"token_type":null,"expires_in":null,"scope":null,"id_token":null}"#)
+        let response = try parse(
+            #"{"access_token":"abc","refresh_token":null,"token_type":null,"expires_in":null,"scope":null,"id_token":null}"#)
         #expect(response == TokenResponse(accessToken: SecretString("abc")))
     }
 
@@ -205,8 +210,9 @@ struct TokenResponseTests {
     @Test(arguments: ["abc\\ndef", "abc def\\u0000", "t\\u00f6ken", "tab\\there", "del\\u007f", "emoji🎉"])
     func nonPrintableTokensAreRejected(token: String) {
         #expect(parseError(#"{"access_token":"\#(token)"}"#)?.description == "access_token contains characters a token cannot have")
-        #expect(parseError(#"{"access_token":"ok","refresh_token":"\#(token)"}"#)?.description
-            == "refresh_token is not a non-empty printable string")
+        #expect(
+            parseError(#"{"access_token":"ok","refresh_token":"\#(token)"}"#)?.description
+                == "refresh_token is not a non-empty printable string")
     }
 
     @Test func printableTokensWithSpacesAndPunctuationAreAccepted() throws {
@@ -233,8 +239,9 @@ struct TokenResponseTests {
 
     @Test func tokenTypeLengthLimit() {
         #expect(parseError(#"{"access_token":"a","token_type":"\#(String(repeating: "b", count: 64))"}"#) == nil)
-        #expect(parseError(#"{"access_token":"a","token_type":"\#(String(repeating: "b", count: 65))"}"#)?.description
-            == "token_type is not a short string")
+        #expect(
+            parseError(#"{"access_token":"a","token_type":"\#(String(repeating: "b", count: 65))"}"#)?.description
+                == "token_type is not a short string")
     }
 
     @Test(arguments: ["", "not json", "[1]", "\"token\"", "null", "{\"access_token\":\"a\",\"access_token\":\"b\"}"])
@@ -282,13 +289,15 @@ struct TokenLifetimeTests {
 
     @Test func jwtWithoutExpUsesExpiresIn() throws {
         let jwt = makeJWT(payload: #"{"iat":1700000050.5}"#)
-        let lifetime = TokenResponse(accessToken: SecretString(jwt), expiresIn: .seconds(600)).lifetime(receivedAt: received, assumed: .seconds(300))
+        let lifetime = TokenResponse(accessToken: SecretString(jwt), expiresIn: .seconds(600)).lifetime(
+            receivedAt: received, assumed: .seconds(300))
         #expect(lifetime.issuedAt == Timestamp(millisecondsSince1970: 1_700_000_050_500))
         #expect(lifetime.expiresAt == Timestamp(secondsSince1970: 1_700_000_700))
     }
 
     @Test func opaqueTokenUsesExpiresInFromReceipt() throws {
-        let lifetime = TokenResponse(accessToken: SecretString("opaque"), expiresIn: .seconds(3600)).lifetime(receivedAt: received, assumed: .seconds(300))
+        let lifetime = TokenResponse(accessToken: SecretString("opaque"), expiresIn: .seconds(3600)).lifetime(
+            receivedAt: received, assumed: .seconds(300))
         #expect(lifetime.issuedAt == received)
         #expect(lifetime.expiresAt == Timestamp(secondsSince1970: 1_700_003_700))
     }
@@ -298,14 +307,17 @@ struct TokenLifetimeTests {
         #expect(opaque.issuedAt == received)
         #expect(opaque.expiresAt == received + .seconds(300))
         #expect(opaque.assumedBecause == "the response has neither expires_in nor a JWT exp")
-        let jwt = TokenResponse(accessToken: SecretString(makeJWT(payload: #"{"iat":1700000000}"#))).lifetime(receivedAt: received, assumed: .seconds(60))
+        let jwt = TokenResponse(accessToken: SecretString(makeJWT(payload: #"{"iat":1700000000}"#))).lifetime(
+            receivedAt: received, assumed: .seconds(60))
         #expect(jwt.issuedAt == Timestamp(secondsSince1970: 1_700_000_000))
         #expect(jwt.expiresAt == received + .seconds(60))
         #expect(jwt.assumedBecause != nil)
     }
 
     @Test func aCallerMustStateALifetime() throws {
-        #expect(throws: TokenResponseError.self) { try TokenResponse(accessToken: SecretString("opaque")).statedLifetime(receivedAt: received) }
+        #expect(throws: TokenResponseError.self) {
+            try TokenResponse(accessToken: SecretString("opaque")).statedLifetime(receivedAt: received)
+        }
         var negative = TokenResponse(accessToken: SecretString("opaque"))
         negative.expiresInIgnored = .negative
         #expect(throws: TokenResponseError.self) { try negative.statedLifetime(receivedAt: received) }
@@ -318,7 +330,8 @@ struct TokenLifetimeTests {
     }
 
     @Test func aKnownLifetimeIsNotAssumed() {
-        let lifetime = TokenResponse(accessToken: SecretString("opaque"), expiresIn: .seconds(5)).lifetime(receivedAt: received, assumed: .seconds(300))
+        let lifetime = TokenResponse(accessToken: SecretString("opaque"), expiresIn: .seconds(5)).lifetime(
+            receivedAt: received, assumed: .seconds(300))
         #expect(lifetime.assumedBecause == nil)
         #expect(lifetime.expiresAt == received + .seconds(5))
     }

@@ -23,8 +23,16 @@ struct AuthorizationMatrixTests {
             ("RemoveCredential", #"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"\#(user)"}}"#),
             ("RotateKey", #"{"method":"io.tokend.TokenProvider.RotateKey"}"#),
         ]
-        calls.append(("BeginLogin(replace)", #"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"\#(user)","provider":"example","flow":"code","redirectPort":40000,"replace":true}}"#))
-        calls.append(("BeginLogin", #"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"\#(user)","provider":"example","flow":"code","redirectPort":40000}}"#))
+        calls.append(
+            (
+                "BeginLogin(replace)",
+                #"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"\#(user)","provider":"example","flow":"code","redirectPort":40000,"replace":true}}"#
+            ))
+        calls.append(
+            (
+                "BeginLogin",
+                #"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"\#(user)","provider":"example","flow":"code","redirectPort":40000}}"#
+            ))
         return calls
     }
 
@@ -42,7 +50,12 @@ struct AuthorizationMatrixTests {
         try await daemon.start()
         let root = try RawClient(path: daemon.socketPath)
         let access = Tokens.random("shared-")
-        #expect(try root.call(Tokens.addCall(user: "shared", access: access, refresh: Tokens.random("r-"), readers: ["uid:\(Self.readerUid)", "gid:\(Self.readerGid)"])).errorName == nil)
+        #expect(
+            try root.call(
+                Tokens.addCall(
+                    user: "shared", access: access, refresh: Tokens.random("r-"),
+                    readers: ["uid:\(Self.readerUid)", "gid:\(Self.readerGid)"])
+            ).errorName == nil)
 
         // Callers that are neither the reader uid nor in the reader group, by primary or
         // supplementary group: another uid, another primary gid, other supplementary groups.
@@ -53,18 +66,22 @@ struct AuthorizationMatrixTests {
         ]
         for stranger in strangers {
             for (method, json) in Self.calls(for: "shared") + Self.manageCalls(for: "shared") {
-                let reply = try await OtherUser.call(json, socket: daemon.socketPath, uid: stranger.uid, gid: stranger.gid, groups: stranger.groups)
+                let reply = try await OtherUser.call(
+                    json, socket: daemon.socketPath, uid: stranger.uid, gid: stranger.gid, groups: stranger.groups)
                 #expect(reply.errorName == "io.tokend.TokenProvider.PermissionDenied", "\(method) as \(stranger): \(reply)")
                 #expect(!String(describing: reply).contains(access), "\(method) leaked the token")
             }
-            let list = try await OtherUser.call(#"{"method":"io.tokend.TokenProvider.Status"}"#, socket: daemon.socketPath, uid: stranger.uid, gid: stranger.gid, groups: stranger.groups)
+            let list = try await OtherUser.call(
+                #"{"method":"io.tokend.TokenProvider.Status"}"#, socket: daemon.socketPath, uid: stranger.uid, gid: stranger.gid,
+                groups: stranger.groups)
             #expect((list.parameters["credentials"] as? [Any])?.isEmpty == true, "the list hides it from \(stranger)")
         }
         // Nothing the strangers tried changed the credential.
         #expect(try root.call(Tokens.addCall(user: "probe", access: Tokens.random("p-"), refresh: nil)).errorName == nil)
         let status = try root.call(#"{"method":"io.tokend.TokenProvider.Status","parameters":{"userIdentifier":"shared"}}"#)
         #expect((status.parameters["credentials"] as? [[String: Any]])?.count == 1)
-        let reader = try await OtherUser.call(Tokens.tokenCall(user: "shared"), socket: daemon.socketPath, uid: Self.readerUid, gid: Self.otherGid)
+        let reader = try await OtherUser.call(
+            Tokens.tokenCall(user: "shared"), socket: daemon.socketPath, uid: Self.readerUid, gid: Self.otherGid)
         #expect(reader.accessToken == access, "the credential is unchanged: \(reader)")
         try await daemon.stop()
     }
@@ -74,22 +91,30 @@ struct AuthorizationMatrixTests {
         try await daemon.start()
         let root = try RawClient(path: daemon.socketPath)
         let access = Tokens.random("shared-")
-        #expect(try root.call(Tokens.addCall(user: "shared", access: access, refresh: nil, readers: ["uid:\(Self.readerUid)", "gid:\(Self.readerGid)"])).errorName == nil)
+        #expect(
+            try root.call(
+                Tokens.addCall(user: "shared", access: access, refresh: nil, readers: ["uid:\(Self.readerUid)", "gid:\(Self.readerGid)"])
+            ).errorName == nil)
         let readers: [(uid: UInt32, gid: UInt32, groups: [UInt32])] = [
-            (Self.readerUid, Self.otherGid, []),                  // by uid
-            (Self.outsider, Self.readerGid, []),                  // by primary gid
-            (Self.outsider, Self.otherGid, [100, Self.readerGid]), // by supplementary group
+            (Self.readerUid, Self.otherGid, []),  // by uid
+            (Self.outsider, Self.readerGid, []),  // by primary gid
+            (Self.outsider, Self.otherGid, [100, Self.readerGid]),  // by supplementary group
         ]
         for reader in readers {
-            let token = try await OtherUser.call(Tokens.tokenCall(user: "shared"), socket: daemon.socketPath, uid: reader.uid, gid: reader.gid, groups: reader.groups)
+            let token = try await OtherUser.call(
+                Tokens.tokenCall(user: "shared"), socket: daemon.socketPath, uid: reader.uid, gid: reader.gid, groups: reader.groups)
             #expect(token.accessToken == access, "ProvideTokenReplacement as \(reader): \(token)")
-            let watch = try await OtherUser.call(Self.calls(for: "shared")[1].json, socket: daemon.socketPath, uid: reader.uid, gid: reader.gid, groups: reader.groups)
-            #expect((watch.parameters["credentials"] as? [String: Any])?["accessToken"] as? String == access, "Watch as \(reader): \(watch)")
-            let status = try await OtherUser.call(Self.calls(for: "shared")[2].json, socket: daemon.socketPath, uid: reader.uid, gid: reader.gid, groups: reader.groups)
+            let watch = try await OtherUser.call(
+                Self.calls(for: "shared")[1].json, socket: daemon.socketPath, uid: reader.uid, gid: reader.gid, groups: reader.groups)
+            #expect(
+                (watch.parameters["credentials"] as? [String: Any])?["accessToken"] as? String == access, "Watch as \(reader): \(watch)")
+            let status = try await OtherUser.call(
+                Self.calls(for: "shared")[2].json, socket: daemon.socketPath, uid: reader.uid, gid: reader.gid, groups: reader.groups)
             #expect((status.parameters["credentials"] as? [Any])?.count == 1, "Status as \(reader): \(status)")
             // Reading is not managing: a credential shared with a group is an administrator's.
             for (method, json) in Self.manageCalls(for: "shared") {
-                let reply = try await OtherUser.call(json, socket: daemon.socketPath, uid: reader.uid, gid: reader.gid, groups: reader.groups)
+                let reply = try await OtherUser.call(
+                    json, socket: daemon.socketPath, uid: reader.uid, gid: reader.gid, groups: reader.groups)
                 #expect(reply.errorName == "io.tokend.TokenProvider.PermissionDenied", "\(method) as \(reader): \(reply)")
             }
         }
@@ -151,8 +176,14 @@ struct AuthorizationMatrixTests {
         #expect(result.status == 0, "\(result.stderr)")
         let out = try RawClient.object(result.stdout)
         func error(_ key: String) -> String? { (out[key] as? [String: Any])?["error"] as? String }
-        func token(_ key: String) -> String? { ((out[key] as? [String: Any])?["parameters"] as? [String: Any]).flatMap { ($0["credentials"] as? [String: Any])?["accessToken"] as? String } }
-        #expect(error("passedToRoot") == "io.tokend.TokenProvider.PermissionDenied", "a passed descriptor does not gain the receiver's rights: \(out)")
+        func token(_ key: String) -> String? {
+            ((out[key] as? [String: Any])?["parameters"] as? [String: Any]).flatMap {
+                ($0["credentials"] as? [String: Any])?["accessToken"] as? String
+            }
+        }
+        #expect(
+            error("passedToRoot") == "io.tokend.TokenProvider.PermissionDenied",
+            "a passed descriptor does not gain the receiver's rights: \(out)")
         #expect(token("rootOwn") == access)
         #expect(token("keptAfterDrop") == access, "the connection keeps its connect-time identity: \(out)")
         #expect(error("newAfterDrop") == "io.tokend.TokenProvider.PermissionDenied")

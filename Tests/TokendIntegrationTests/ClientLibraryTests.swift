@@ -347,7 +347,10 @@ struct ClientLibraryTests {
         let dump = "import json, os, sys; print(json.dumps({'argv': sys.argv, 'env': dict(os.environ), 'pid': os.getpid()}))"
         let child = try StreamingProcess(
             Repository.binary("tokenctl"),
-            ["exec", "--socket", daemon.socketPath, "alice", "--env", "MY_TOKEN", "--min-valid", "60", "--", "python3", "-c", dump, "one", "two"]
+            [
+                "exec", "--socket", daemon.socketPath, "alice", "--env", "MY_TOKEN", "--min-valid", "60", "--", "python3", "-c", dump,
+                "one", "two",
+            ]
         )
         #expect(try await child.waitForExit() == 0, "\(child.errorOutput)")
         let report = try RawClient.object(child.output)
@@ -364,7 +367,10 @@ struct ClientLibraryTests {
         // The default variable, and the command's exit status passes through.
         let status = try await runCommand(
             Repository.binary("tokenctl"),
-            ["exec", "--socket", daemon.socketPath, "alice", "--", "/bin/sh", "-c", #"test "$ACCESS_TOKEN" = "$1" && exit 42"#, "sh", token]
+            [
+                "exec", "--socket", daemon.socketPath, "alice", "--", "/bin/sh", "-c", #"test "$ACCESS_TOKEN" = "$1" && exit 42"#, "sh",
+                token,
+            ]
         )
         #expect(status.status == 42)
         // No token, no command: the error's status, and the command never ran.
@@ -375,7 +381,8 @@ struct ClientLibraryTests {
         )
         #expect(unknown.status == 4)
         #expect(!FileManager.default.fileExists(atPath: marker))
-        let missing = try await runCommand(Repository.binary("tokenctl"), ["exec", "--socket", daemon.socketPath, "alice", "--", "no-such-command-here"])
+        let missing = try await runCommand(
+            Repository.binary("tokenctl"), ["exec", "--socket", daemon.socketPath, "alice", "--", "no-such-command-here"])
         #expect(missing.status == 127)
         #expect(!missing.stderr.contains(token))
         try await daemon.stop()
@@ -385,7 +392,8 @@ struct ClientLibraryTests {
         let daemon = try DaemonProcess()
         try await daemon.start()
         let admin = try RawClient(path: daemon.socketPath)
-        let first = Tokens.random("watch1-"), second = Tokens.random("watch2-")
+        let first = Tokens.random("watch1-")
+        let second = Tokens.random("watch2-")
         #expect(try admin.call(Tokens.addCall(user: "w", access: first, refresh: nil, expiresIn: 3600)).errorName == nil)
         let watch = try StreamingProcess(Repository.binary("tokenctl"), ["watch", "--socket", daemon.socketPath, "w"])
         let shown = try StreamingProcess(Repository.binary("tokenctl"), ["watch", "--socket", daemon.socketPath, "w", "--show-token"])
@@ -394,8 +402,12 @@ struct ClientLibraryTests {
         #expect(try admin.call(Self.replaceCall(user: "w", access: second, expiresIn: 600)).errorName == nil)
         let lines = try await watch.waitForLines(2)
         let stamp = #"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"#
-        #expect(lines[0].range(of: "^\(stamp) w expires in (59m \\d+s|1h) \\(at \(stamp)\\)$", options: .regularExpression) != nil, "\(lines[0])")
-        #expect(lines[1].range(of: "^\(stamp) w expires in (9m \\d+s|10m) \\(at \(stamp)\\)$", options: .regularExpression) != nil, "\(lines[1])")
+        #expect(
+            lines[0].range(of: "^\(stamp) w expires in (59m \\d+s|1h) \\(at \(stamp)\\)$", options: .regularExpression) != nil,
+            "\(lines[0])")
+        #expect(
+            lines[1].range(of: "^\(stamp) w expires in (9m \\d+s|10m) \\(at \(stamp)\\)$", options: .regularExpression) != nil,
+            "\(lines[1])")
         #expect(!watch.output.contains(first) && !watch.output.contains(second))
         let shownLines = try await shown.waitForLines(2)
         #expect(shownLines[0].hasSuffix(" token \(first)") && shownLines[1].hasSuffix(" token \(second)"))

@@ -24,7 +24,10 @@ struct CoreDumpTests {
         #expect(chown(directory.file("client-secret"), Self.uid, Self.uid) == 0)
         let daemon = Process()
         daemon.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        daemon.arguments = ["--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", Repository.binary("tokend"), "--config", directory.file("tokend.toml")]
+        daemon.arguments = [
+            "--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", Repository.binary("tokend"), "--config",
+            directory.file("tokend.toml"),
+        ]
         daemon.standardOutput = FileHandle.nullDevice
         daemon.standardError = FileHandle.nullDevice
         // The control: any other process of that uid is dumpable, so its /proc files are its own.
@@ -39,15 +42,21 @@ struct CoreDumpTests {
         }
         let socket = directory.file("tokend.sock")
         let deadline = ContinuousClock.now + .seconds(20)
-        while !RawClient.canConnect(socket), daemon.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        while !RawClient.canConnect(socket), daemon.isRunning, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         try #require(RawClient.canConnect(socket), "tokend started as uid \(Self.uid)")
         // setpriv execs tokend in the same process, so the pid is tokend's.
         #expect(Self.procOwner(daemon.processIdentifier) == 0, "tokend's /proc files belong to root: it is not dumpable")
         #expect(Self.procOwner(control.processIdentifier) == Self.uid, "the control process of the same uid is dumpable")
         // A process of tokend's own uid cannot read its environment.
-        let read = try await runCommand("/usr/bin/setpriv", ["--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", "/bin/cat", "/proc/\(daemon.processIdentifier)/environ"])
+        let read = try await runCommand(
+            "/usr/bin/setpriv",
+            ["--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", "/bin/cat", "/proc/\(daemon.processIdentifier)/environ"])
         #expect(read.status != 0, "same-uid read of /proc/PID/environ must fail")
-        let readControl = try await runCommand("/usr/bin/setpriv", ["--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", "/bin/cat", "/proc/\(control.processIdentifier)/environ"])
+        let readControl = try await runCommand(
+            "/usr/bin/setpriv",
+            ["--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", "/bin/cat", "/proc/\(control.processIdentifier)/environ"])
         #expect(readControl.status == 0, "the same read of a dumpable process works: \(readControl.stderr)")
         try await terminate(daemon)
     }

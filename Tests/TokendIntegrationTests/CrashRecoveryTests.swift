@@ -54,8 +54,10 @@ struct CrashRecoveryTests {
         let client = try RawClient(path: daemon.socketPath)
         let minted = try await idp.mint(count: credentials, lifetime: 3)
         for (i, response) in minted.enumerated() {
-            let reply = try client.call(Tokens.addCall(user: "u\(i)", access: response["access_token"] as! String,
-                                                       refresh: response["refresh_token"] as? String, expiresIn: 3))
+            let reply = try client.call(
+                Tokens.addCall(
+                    user: "u\(i)", access: response["access_token"] as! String,
+                    refresh: response["refresh_token"] as? String, expiresIn: 3))
             #expect(reply.errorName == nil)
         }
         let database = daemon.stateDirectory + "/tokend.sqlite"

@@ -43,7 +43,10 @@ struct CredentialHelperTests {
     static func git(_ arguments: [String], home: String, directory: String? = nil) async throws -> ChildProcess.Output {
         try await ChildProcess.run(
             "/usr/bin/git", arguments,
-            environment: ["HOME": home, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false"],
+            environment: [
+                "HOME": home, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false",
+                "SSH_ASKPASS": "/bin/false",
+            ],
             directory: directory, timeout: .seconds(60))
     }
 
@@ -51,12 +54,17 @@ struct CredentialHelperTests {
         let setup = try await IdPDaemon.start(daemonExtra: "forced_refresh_interval = \"1s\"")
         let client = try RawClient(path: setup.daemon.socketPath)
         let minted = try await setup.addMinted("alice", lifetime: 3600, client: client)
-        let home = setup.directory.file("home"), repos = setup.directory.file("repos"), work = setup.directory.file("work")
+        let home = setup.directory.file("home")
+        let repos = setup.directory.file("repos")
+        let work = setup.directory.file("work")
         for folder in [home, repos, work] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
         // A bare repository with one commit, served by git http-backend behind the gate.
         func commit(_ message: String) async throws {
             try message.write(toFile: work + "/file.txt", atomically: true, encoding: .utf8)
-            for step in [["add", "file.txt"], ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", message], ["push", "-q", repos + "/project.git", "HEAD:main"]] {
+            for step in [
+                ["add", "file.txt"], ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", message],
+                ["push", "-q", repos + "/project.git", "HEAD:main"],
+            ] {
                 let result = try await Self.git(step, home: home, directory: work)
                 try #require(result.status == 0, "git \(step): \(result.stderr)")
             }
@@ -96,8 +104,11 @@ struct CredentialHelperTests {
 
         // A user tokend does not know: git gets no credential, tokenctl says why on stderr.
         let unknown = try await Self.git(
-            ["-c", "credential.helper=", "-c", "credential.helper=!\(Self.tokenctl) --socket \(setup.daemon.socketPath) git-credential nobody",
-             "fetch", "-q", "origin"], home: home, directory: clone)
+            [
+                "-c", "credential.helper=", "-c",
+                "credential.helper=!\(Self.tokenctl) --socket \(setup.daemon.socketPath) git-credential nobody",
+                "fetch", "-q", "origin",
+            ], home: home, directory: clone)
         #expect(unknown.status != 0)
         #expect(unknown.stderr.contains("tokend has no credential for user 'nobody'"), "\(unknown.stderr)")
         try await setup.stop()
@@ -108,18 +119,25 @@ struct CredentialHelperTests {
         let client = try RawClient(path: setup.daemon.socketPath)
         let minted = try await setup.addMinted("alice", lifetime: 3600, client: client)
         let old = minted["access_token"] as! String
-        let get = try await runCommand(Self.tokenctl, ["--socket", setup.daemon.socketPath, "git-credential", "alice", "get"], stdin: "protocol=https\nhost=git.example.com\n\n")
+        let get = try await runCommand(
+            Self.tokenctl, ["--socket", setup.daemon.socketPath, "git-credential", "alice", "get"],
+            stdin: "protocol=https\nhost=git.example.com\n\n")
         #expect(get.status == 0)
         #expect(get.stdout.hasPrefix("username=oauth2\npassword=\(old)\npassword_expiry_utc="), "\(get.stdout)")
         // git reports the refused credential with erase; the next get is a new token.
-        let erase = try await runCommand(Self.tokenctl, ["--socket", setup.daemon.socketPath, "git-credential", "alice", "erase"], stdin: "protocol=https\nhost=git.example.com\nusername=oauth2\npassword=\(old)\n\n")
+        let erase = try await runCommand(
+            Self.tokenctl, ["--socket", setup.daemon.socketPath, "git-credential", "alice", "erase"],
+            stdin: "protocol=https\nhost=git.example.com\nusername=oauth2\npassword=\(old)\n\n")
         #expect(erase.status == 0 && erase.stdout.isEmpty, "\(erase)")
-        let again = try await runCommand(Self.tokenctl, ["--socket", setup.daemon.socketPath, "git-credential", "alice", "get", "--username", "x-access-token"], stdin: "\n")
+        let again = try await runCommand(
+            Self.tokenctl, ["--socket", setup.daemon.socketPath, "git-credential", "alice", "get", "--username", "x-access-token"],
+            stdin: "\n")
         #expect(again.stdout.hasPrefix("username=x-access-token\npassword="), "\(again.stdout)")
         #expect(!again.stdout.contains(old))
         // store and operations of later gits are accepted and do nothing.
         for operation in ["store", "capability"] {
-            let result = try await runCommand(Self.tokenctl, ["--socket", setup.daemon.socketPath, "git-credential", "alice", operation], stdin: "password=x\n\n")
+            let result = try await runCommand(
+                Self.tokenctl, ["--socket", setup.daemon.socketPath, "git-credential", "alice", operation], stdin: "password=x\n\n")
             #expect(result.status == 0 && result.stdout.isEmpty, "\(operation): \(result)")
         }
         try await setup.stop()
@@ -135,51 +153,58 @@ struct CredentialHelperTests {
         let pki = setup.directory.file("pki")
         let made = try await runCommand(IdentityProvider.python, [IdentityProvider.script, "make-ca", "--out", pki])
         try #require(made.status == 0, "\(made.stderr)")
-        let gate = try BearerGate(mode: "kube", idp: setup.idp, directory: setup.directory, extra: ["--tls-cert", pki + "/server.pem", "--tls-key", pki + "/server.key"])
+        let gate = try BearerGate(
+            mode: "kube", idp: setup.idp, directory: setup.directory,
+            extra: ["--tls-cert", pki + "/server.pem", "--tls-key", pki + "/server.key"])
         try await gate.start()
         defer { gate.stop() }
         func kubeconfig(user: String) throws -> String {
             let path = setup.directory.file("kubeconfig-\(user)")
             try """
-                apiVersion: v1
-                kind: Config
-                clusters:
-                - name: local
-                  cluster:
-                    server: https://127.0.0.1:\(gate.port)
-                    certificate-authority: \(pki)/ca.pem
-                users:
-                - name: \(user)
-                  user:
-                    exec:
-                      apiVersion: client.authentication.k8s.io/v1beta1
-                      command: \(Self.tokenctl)
-                      args: ["--socket", "\(setup.daemon.socketPath)", "kube-credential", "\(user)"]
-                contexts:
-                - name: local
-                  context: {cluster: local, user: \(user)}
-                current-context: local
+            apiVersion: v1
+            kind: Config
+            clusters:
+            - name: local
+              cluster:
+                server: https://127.0.0.1:\(gate.port)
+                certificate-authority: \(pki)/ca.pem
+            users:
+            - name: \(user)
+              user:
+                exec:
+                  apiVersion: client.authentication.k8s.io/v1beta1
+                  command: \(Self.tokenctl)
+                  args: ["--socket", "\(setup.daemon.socketPath)", "kube-credential", "\(user)"]
+            contexts:
+            - name: local
+              context: {cluster: local, user: \(user)}
+            current-context: local
 
-                """.write(toFile: path, atomically: true, encoding: .utf8)
+            """.write(toFile: path, atomically: true, encoding: .utf8)
             return path
         }
         let home = setup.directory.file("home")
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
-        let ok = try await ChildProcess.run(kubectl, ["--kubeconfig", try kubeconfig(user: "alice"), "get", "--raw", "/api"],
-                                            environment: ["HOME": home], timeout: .seconds(60))
+        let ok = try await ChildProcess.run(
+            kubectl, ["--kubeconfig", try kubeconfig(user: "alice"), "get", "--raw", "/api"],
+            environment: ["HOME": home], timeout: .seconds(60))
         #expect(ok.status == 0, "\(ok.stderr)")
         #expect(ok.stdout.contains("APIVersions"), "\(ok.stdout)")
         #expect(gate.counts.accepted >= 1)
         // An unknown user, and one who must log in again: kubectl fails with tokenctl's reason.
-        let failed = try await ChildProcess.run(kubectl, ["--kubeconfig", try kubeconfig(user: "nobody"), "get", "--raw", "/api"],
-                                                environment: ["HOME": home], timeout: .seconds(60))
+        let failed = try await ChildProcess.run(
+            kubectl, ["--kubeconfig", try kubeconfig(user: "nobody"), "get", "--raw", "/api"],
+            environment: ["HOME": home], timeout: .seconds(60))
         #expect(failed.status != 0)
         #expect(failed.stderr.contains("tokend has no credential for user 'nobody'"), "\(failed.stderr)")
         let carol = try await setup.addMinted("carol", lifetime: 3600, client: client)
         try await setup.idp.revoke(refreshToken: carol["refresh_token"] as! String)
-        #expect(try client.call(Tokens.tokenCall(user: "carol", minValid: 7200)).errorName == "io.tokend.TokenProvider.ReauthenticationRequired")
-        let ended = try await ChildProcess.run(kubectl, ["--kubeconfig", try kubeconfig(user: "carol"), "get", "--raw", "/api"],
-                                               environment: ["HOME": home], timeout: .seconds(60))
+        #expect(
+            try client.call(Tokens.tokenCall(user: "carol", minValid: 7200)).errorName == "io.tokend.TokenProvider.ReauthenticationRequired"
+        )
+        let ended = try await ChildProcess.run(
+            kubectl, ["--kubeconfig", try kubeconfig(user: "carol"), "get", "--raw", "/api"],
+            environment: ["HOME": home], timeout: .seconds(60))
         #expect(ended.status != 0)
         #expect(ended.stderr.contains("log in again: tokenctl login carol"), "\(ended.stderr)")
         try await setup.stop()
@@ -191,15 +216,19 @@ struct CredentialHelperTests {
         let client = try RawClient(path: daemon.socketPath)
         let access = Tokens.random("g-")
         #expect(try client.call(Tokens.addCall(user: "alice", access: access, refresh: nil)).errorName == nil)
-        for arguments in [["--socket", daemon.socketPath, "token", "alice"], ["token", "alice", "--socket", daemon.socketPath],
-                          ["--timeout", "5", "--socket=\(daemon.socketPath)", "token", "--min-valid", "1", "alice"]] {
+        for arguments in [
+            ["--socket", daemon.socketPath, "token", "alice"], ["token", "alice", "--socket", daemon.socketPath],
+            ["--timeout", "5", "--socket=\(daemon.socketPath)", "token", "--min-valid", "1", "alice"],
+        ] {
             let result = try await runCommand(Self.tokenctl, arguments)
             #expect(result.status == 0 && result.stdout == access + "\n", "\(arguments): \(result)")
         }
         let status = try await runCommand(Self.tokenctl, ["--socket", daemon.socketPath, "--json"])
         #expect(status.status == 0 && status.stdout.contains("\"alice\""), "\(status)")
-        for (arguments, named) in [(["alice"], "'alice' is not a tokenctl command"), (["--socket", daemon.socketPath, "statsu"], "'statsu'"),
-                                   (["--socket"], "--socket needs a value"), (["token", "alice", "--bogus"], "--bogus")] {
+        for (arguments, named) in [
+            (["alice"], "'alice' is not a tokenctl command"), (["--socket", daemon.socketPath, "statsu"], "'statsu'"),
+            (["--socket"], "--socket needs a value"), (["token", "alice", "--bogus"], "--bogus"),
+        ] {
             let result = try await runCommand(Self.tokenctl, arguments)
             #expect(result.status == 2, "\(arguments): \(result)")
             #expect(result.stderr.contains(named), "\(arguments): \(result.stderr)")

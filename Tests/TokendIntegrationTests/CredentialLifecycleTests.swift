@@ -9,7 +9,8 @@ struct CredentialLifecycleTests {
         var daemon = try DaemonProcess(directory: directory)
         try await daemon.start()
         var client = try RawClient(path: daemon.socketPath)
-        let access = Tokens.random("acc-"), refresh = Tokens.random("ref-")
+        let access = Tokens.random("acc-")
+        let refresh = Tokens.random("ref-")
         #expect(try client.call(Tokens.addCall(user: "alice", access: access, refresh: refresh, expiresIn: 3600)).errorName == nil)
         let served = try client.call(Tokens.tokenCall(user: "alice", minValid: 60))
         #expect(served.accessToken == access)
@@ -21,8 +22,12 @@ struct CredentialLifecycleTests {
         #expect(credentials["refreshToken"] == nil)
 
         // Adding again without replace is refused; with replace it succeeds.
-        #expect(try client.call(Tokens.addCall(user: "alice", access: Tokens.random("x-"), refresh: nil)).errorName == "io.tokend.TokenProvider.CredentialExists")
-        #expect(try client.call(Tokens.addCall(user: "bob", access: "tok", refresh: nil, provider: "missing")).errorName == "io.tokend.TokenProvider.UnknownProvider")
+        #expect(
+            try client.call(Tokens.addCall(user: "alice", access: Tokens.random("x-"), refresh: nil)).errorName
+                == "io.tokend.TokenProvider.CredentialExists")
+        #expect(
+            try client.call(Tokens.addCall(user: "bob", access: "tok", refresh: nil, provider: "missing")).errorName
+                == "io.tokend.TokenProvider.UnknownProvider")
 
         // Durable: a restarted daemon serves the same token.
         try await daemon.stop()
@@ -31,9 +36,13 @@ struct CredentialLifecycleTests {
         client = try RawClient(path: daemon.socketPath)
         #expect(try client.call(Tokens.tokenCall(user: "alice")).accessToken == access)
 
-        #expect(try client.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"alice"}}"#).errorName == nil)
+        #expect(
+            try client.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"alice"}}"#).errorName
+                == nil)
         #expect(try client.call(Tokens.tokenCall(user: "alice")).errorName == "io.tokend.TokenProvider.UnknownUser")
-        #expect(try client.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"alice"}}"#).errorName == "io.tokend.TokenProvider.UnknownUser")
+        #expect(
+            try client.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"alice"}}"#).errorName
+                == "io.tokend.TokenProvider.UnknownUser")
         try await daemon.stop()
     }
 
@@ -74,12 +83,21 @@ struct CredentialLifecycleTests {
         let daemon = try DaemonProcess()
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
-        #expect(try client.call(Tokens.addCall(user: "empty", access: "", refresh: nil)).errorName == "io.tokend.TokenProvider.InvalidCredential")
-        #expect(try client.call(Tokens.addCall(user: "ctl", access: "a\u{1}b", refresh: nil)).errorName == "io.tokend.TokenProvider.InvalidCredential")
-        let noLifetime = #"{"method":"io.tokend.TokenProvider.AddCredential","parameters":{"userIdentifier":"n","provider":"example","accessToken":"opaque"}}"#
+        #expect(
+            try client.call(Tokens.addCall(user: "empty", access: "", refresh: nil)).errorName
+                == "io.tokend.TokenProvider.InvalidCredential")
+        #expect(
+            try client.call(Tokens.addCall(user: "ctl", access: "a\u{1}b", refresh: nil)).errorName
+                == "io.tokend.TokenProvider.InvalidCredential")
+        let noLifetime =
+            #"{"method":"io.tokend.TokenProvider.AddCredential","parameters":{"userIdentifier":"n","provider":"example","accessToken":"opaque"}}"#
         #expect(try client.call(noLifetime).errorName == "io.tokend.TokenProvider.InvalidCredential")
-        #expect(try client.call(Tokens.addCall(user: "bad name", access: "x", refresh: nil)).errorName == "org.varlink.service.InvalidParameter")
-        #expect(try client.call(Tokens.addCall(user: "r", access: "x", refresh: nil, readers: ["someone"])).errorName == "org.varlink.service.InvalidParameter")
+        #expect(
+            try client.call(Tokens.addCall(user: "bad name", access: "x", refresh: nil)).errorName == "org.varlink.service.InvalidParameter"
+        )
+        #expect(
+            try client.call(Tokens.addCall(user: "r", access: "x", refresh: nil, readers: ["someone"])).errorName
+                == "org.varlink.service.InvalidParameter")
         try await daemon.stop()
     }
 }
@@ -87,7 +105,8 @@ struct CredentialLifecycleTests {
 func makeUnsignedJWT(_ claims: [String: Any]) -> String {
     func encode(_ object: [String: Any]) -> String {
         let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-        return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
     }
     return encode(["alg": "RS256", "typ": "JWT"]) + "." + encode(claims) + ".c2lnbmF0dXJl"
 }

@@ -8,7 +8,10 @@ struct DaemonStartupTests {
         ("[daemon]\nsocket = \"s\"\nbogus = 1\n", "daemon.bogus: unknown key"),
         ("[daemon]\nmax_connections = \"many\"\n", "daemon.max_connections: expected an integer"),
         ("[providers.p]\nkind = \"oauth2\"\nclient_id = \"c\"\nclient_auth = \"none\"\n", "providers.p.token_endpoint: is required"),
-        ("[providers.p]\nkind = \"oauth2\"\ntoken_endpoint = \"http://127.0.0.1/t\"\nclient_id = \"c\"\nclient_secret_file = \"nope\"\n", "providers.p.client_secret_file: cannot read"),
+        (
+            "[providers.p]\nkind = \"oauth2\"\ntoken_endpoint = \"http://127.0.0.1/t\"\nclient_id = \"c\"\nclient_secret_file = \"nope\"\n",
+            "providers.p.client_secret_file: cannot read"
+        ),
         ("[daemon\n", "line 1"),
     ])
     func badConfigurationStopsStartUpNamingFileKeyAndProblem(config: String, expected: String) async throws {

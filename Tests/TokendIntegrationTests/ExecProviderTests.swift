@@ -7,7 +7,9 @@ import Testing
 struct ExecProviderTests {
     /// A refresher script: records what it was given, then prints a response built by `body`
     /// (a Python expression over `req`, the parsed stdin, and `now`).
-    static func script(in directory: ScratchDirectory, name: String = "refresh", exitCode: Int = 0, sleep: Int = 0, output: String) throws -> String {
+    static func script(in directory: ScratchDirectory, name: String = "refresh", exitCode: Int = 0, sleep: Int = 0, output: String) throws
+        -> String
+    {
         let text = """
             #!/usr/bin/python3
             import json, os, sys, time, base64
@@ -27,13 +29,15 @@ struct ExecProviderTests {
     }
 
     static func config(command: String, extra: String = "", daemonExtra: String = "") -> String {
-        DaemonProcess.configuration(extraDaemon: "forced_refresh_interval = \"1s\"\n" + daemonExtra, providers: """
-            [providers.example]
-            kind = "exec"
-            command = ["\(command)"]
-            timeout = "2s"
-            \(extra)
-            """)
+        DaemonProcess.configuration(
+            extraDaemon: "forced_refresh_interval = \"1s\"\n" + daemonExtra,
+            providers: """
+                [providers.example]
+                kind = "exec"
+                command = ["\(command)"]
+                timeout = "2s"
+                \(extra)
+                """)
     }
 
     static func calls(_ directory: ScratchDirectory, name: String = "refresh") -> [[String: Any]] {
@@ -43,12 +47,17 @@ struct ExecProviderTests {
 
     @Test func refreshesThroughTheCommandWithSecretsOnlyOnStdin() async throws {
         let directory = try ScratchDirectory()
-        let command = try Self.script(in: directory, output: #"json.dumps({"access_token": "fresh-" + req["userIdentifier"] + "-" + str(now), "refresh_token": "rotated-refresh-1", "expires_in": 3600})"#)
+        let command = try Self.script(
+            in: directory,
+            output:
+                #"json.dumps({"access_token": "fresh-" + req["userIdentifier"] + "-" + str(now), "refresh_token": "rotated-refresh-1", "expires_in": 3600})"#
+        )
         let daemon = try DaemonProcess(configuration: Self.config(command: command), directory: directory)
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
         let refresh = Tokens.random("initial-refresh-")
-        #expect(try client.call(Tokens.addCall(user: "ex", access: Tokens.random("old-"), refresh: refresh, expiresIn: 20)).errorName == nil)
+        #expect(
+            try client.call(Tokens.addCall(user: "ex", access: Tokens.random("old-"), refresh: refresh, expiresIn: 20)).errorName == nil)
         let reply = try client.call(Tokens.tokenCall(user: "ex", minValid: 600))
         #expect(reply.accessToken?.hasPrefix("fresh-ex-") == true, "\(reply)")
         let calls = Self.calls(directory)
@@ -97,7 +106,8 @@ struct ExecProviderTests {
 
     @Test func invalidGrantFromTheCommandMeansReauthentication() async throws {
         let directory = try ScratchDirectory()
-        let command = try Self.script(in: directory, exitCode: 1, output: #"json.dumps({"error": "invalid_grant", "error_description": "session revoked"})"#)
+        let command = try Self.script(
+            in: directory, exitCode: 1, output: #"json.dumps({"error": "invalid_grant", "error_description": "session revoked"})"#)
         let daemon = try DaemonProcess(configuration: Self.config(command: command), directory: directory)
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
@@ -139,7 +149,9 @@ struct ExecProviderTests {
     @Test func maxTokenAgeCountsFromTheJWTsIat() async throws {
         let directory = try ScratchDirectory()
         // Every refreshed token is a JWT issued 3500 s ago that claims a day of life.
-        let command = try Self.script(in: directory, output: #"json.dumps({"access_token": jwt({"iat": now - 3500, "exp": now + 86400, "n": now}), "expires_in": 86400})"#)
+        let command = try Self.script(
+            in: directory,
+            output: #"json.dumps({"access_token": jwt({"iat": now - 3500, "exp": now + 86400, "n": now}), "expires_in": 86400})"#)
         let daemon = try DaemonProcess(configuration: Self.config(command: command, extra: "max_token_age = \"1h\""), directory: directory)
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
@@ -154,7 +166,8 @@ struct ExecProviderTests {
 
     @Test func maxSessionAgeEndsTheLoginWhateverTheRefreshes() async throws {
         let directory = try ScratchDirectory()
-        let command = try Self.script(in: directory, output: #"json.dumps({"access_token": "renewed-" + str(time.time()), "expires_in": 3600})"#)
+        let command = try Self.script(
+            in: directory, output: #"json.dumps({"access_token": "renewed-" + str(time.time()), "expires_in": 3600})"#)
         let daemon = try DaemonProcess(
             configuration: Self.config(command: command, extra: "max_session_age = \"5s\"\nsession_warning = \"3s\""), directory: directory
         )

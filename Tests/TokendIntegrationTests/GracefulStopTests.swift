@@ -21,10 +21,11 @@ struct GracefulStopTests {
         // machine is: 2 s after they were added (10 % of 20 s).
         let minted = try await setup.idp.mint(count: Self.credentials, lifetime: 20)
         for (index, response) in minted.enumerated() {
-            let reply = try client.call(Tokens.addCall(
-                user: "user-\(index)", access: response["access_token"] as! String, refresh: response["refresh_token"] as? String,
-                expiresIn: 20
-            ))
+            let reply = try client.call(
+                Tokens.addCall(
+                    user: "user-\(index)", access: response["access_token"] as! String, refresh: response["refresh_token"] as? String,
+                    expiresIn: 20
+                ))
             #expect(reply.errorName == nil, "\(reply)")
         }
         let addedAt = ContinuousClock.now
@@ -42,8 +43,10 @@ struct GracefulStopTests {
         let posts = try await proxy.stats()["token_posts"] as? Int ?? -1
         let database = setup.daemon.stateDirectory + "/tokend.sqlite"
         let refreshes = Int(try await CrashRecoveryTests.sqlite(database, "SELECT sum(refresh_count) FROM credentials")) ?? -1
-        let marked = Int(try await CrashRecoveryTests.sqlite(
-            database, "SELECT count(*) FROM credentials WHERE state = 'refreshing' OR grant_started_at IS NOT NULL")) ?? -1
+        let marked =
+            Int(
+                try await CrashRecoveryTests.sqlite(
+                    database, "SELECT count(*) FROM credentials WHERE state = 'refreshing' OR grant_started_at IS NOT NULL")) ?? -1
         #expect(refreshes == posts, "every grant sent was finished and stored: \(posts) POSTs, \(refreshes) refreshes")
         #expect(marked == 0, "no credential is left marked in flight")
         #expect(posts < Self.credentials, "the grants still queued at the stop did not start: \(posts) of \(Self.credentials)")
@@ -67,10 +70,11 @@ struct GrantCapTests {
         try await proxy.set(["mode": "slow:4"])
         let minted = try await setup.idp.mint(count: cap + 4, lifetime: 20)
         for (index, response) in minted.enumerated() {
-            let reply = try client.call(Tokens.addCall(
-                user: "user-\(index)", access: response["access_token"] as! String, refresh: response["refresh_token"] as? String,
-                expiresIn: 20
-            ))
+            let reply = try client.call(
+                Tokens.addCall(
+                    user: "user-\(index)", access: response["access_token"] as! String, refresh: response["refresh_token"] as? String,
+                    expiresIn: 20
+                ))
             #expect(reply.errorName == nil, "\(reply)")
         }
         // All fall due 2 s after they were added; each grant is held 4 s at the proxy.

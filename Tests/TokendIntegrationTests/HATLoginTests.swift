@@ -53,8 +53,13 @@ struct HATLoginTests {
         let setup = try await Setup.start(redirect: redirect, fallback: fallback)
         let login = try setup.login(["bob", "--provider", "pda"])
         let url = try await login.line(after: "Open this URL in a browser to log in:")
-        let encoded = { (text: String) in text.addingPercentEncoding(withAllowedCharacters: CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~")))! }
-        #expect(url == "http://\(setup.pda.address)/#/hatlogin?name=\(setup.pda.application)&redirect=\(encoded(redirect))&fallback=\(encoded(fallback))")
+        let encoded = { (text: String) in
+            text.addingPercentEncoding(withAllowedCharacters: CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~")))!
+        }
+        #expect(
+            url
+                == "http://\(setup.pda.address)/#/hatlogin?name=\(setup.pda.application)&redirect=\(encoded(redirect))&fallback=\(encoded(fallback))"
+        )
         _ = try await login.line(startingWith: "Waiting for the browser")
         let token = try await setup.pda.mint()
         let landing = try browserGet(redirect + "?token=" + token)

@@ -108,11 +108,13 @@ struct HATProviderTests {
 
         // A refresh token is refused too: a PDA issues none.
         let good = try await pda.mint()
-        let withRefresh = try setup.client.call(Tokens.addCall(user: "r", access: good, refresh: "rt-\(UUID().uuidString)", provider: "pda"))
+        let withRefresh = try setup.client.call(
+            Tokens.addCall(user: "r", access: good, refresh: "rt-\(UUID().uuidString)", provider: "pda"))
         #expect(withRefresh.errorName == "io.tokend.TokenProvider.InvalidCredential")
 
         // The genuine token is accepted and served, with the token's own times.
-        let iat = now - 60, exp = now + 3600
+        let iat = now - 60
+        let exp = now + 3600
         let genuine = try await pda.mint(iat: iat, exp: exp)
         let added = try setup.client.call(Self.addCall(user: "alice", token: genuine))
         #expect(added.errorName == nil, "\(added)")
@@ -207,8 +209,10 @@ struct HATProviderTests {
         #expect(try setup.client.call(Self.addCall(user: "alice", token: original)).errorName == nil)
 
         // A server error and a renewed token that does not verify are retried; the token stays.
-        for (mode, expected) in [("500", "answered 500"), ("bad-signature", "signature does not verify"), ("wrong-iss", "mallory.example"),
-                                 ("same-token", "not renewed")] {
+        for (mode, expected) in [
+            ("500", "answered 500"), ("bad-signature", "signature does not verify"), ("wrong-iss", "mallory.example"),
+            ("same-token", "not renewed"),
+        ] {
             try await setup.pda.setRenewal(mode)
             let seen = try await Self.eventually {
                 let status = try Self.status(setup.client, "alice")
@@ -235,7 +239,9 @@ struct HATProviderTests {
 
     @Test func theLoginEndsAtTheCapAndStatusSaysWhen() async throws {
         // `pda`: a cap of 50 hours; `short`: a cap of 6 seconds with a warning 4 seconds ahead.
-        let setup = try await Self.start(providerExtra: "max_session_age = \"50h\"\nsession_warning = \"1h\"", more: [("short", "max_session_age = \"6s\"\nsession_warning = \"4s\"")])
+        let setup = try await Self.start(
+            providerExtra: "max_session_age = \"50h\"\nsession_warning = \"1h\"",
+            more: [("short", "max_session_age = \"6s\"\nsession_warning = \"4s\"")])
         let now = Self.now
         let long = try await setup.pda.mint(iat: now, exp: now + 30 * 86400)
         let short = try await setup.pda.mint(iat: now, exp: now + 30 * 86400)
@@ -249,7 +255,9 @@ struct HATProviderTests {
         #expect(try Self.status(setup.client, "bob")["sessionEndsAt"] as? Int == now + 6)
         #expect(try Self.status(setup.client, "carol")["sessionEndsAt"] as? Int == now + 15, "an earlier exp ends the login")
         let table = try await runCommand(Repository.binary("tokenctl"), ["status", "--socket", setup.daemon.socketPath])
-        #expect(table.stdout.contains("alice: the login ends in 2d 1h") || table.stdout.contains("alice: the login ends in 2d 2h"), "\(table.stdout)")
+        #expect(
+            table.stdout.contains("alice: the login ends in 2d 1h") || table.stdout.contains("alice: the login ends in 2d 2h"),
+            "\(table.stdout)")
         #expect(table.stdout.contains("reauthenticate within 2 days"), "\(table.stdout)")
 
         let ended = try await Self.eventually(.seconds(45)) {

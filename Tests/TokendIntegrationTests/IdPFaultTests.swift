@@ -29,7 +29,8 @@ struct IdPFaultTests {
     func everyCallIsAnsweredInTimeAndTheStoreKeepsGoodTokens(mode: String) async throws {
         let (setup, proxy) = try await IdPDaemon.startBehindProxy(
             idpOptions: .init(refreshGrace: 30),
-            daemonExtra: "http_timeout = \"8s\"\ncall_timeout = \"\(Self.callTimeout)s\"\nretry_initial = \"30s\"\nforced_refresh_interval = \"1s\""
+            daemonExtra:
+                "http_timeout = \"8s\"\ncall_timeout = \"\(Self.callTimeout)s\"\nretry_initial = \"30s\"\nforced_refresh_interval = \"1s\""
         )
         let daemon = setup.daemon
         let client = try RawClient(path: daemon.socketPath)
@@ -83,7 +84,8 @@ struct IdPFaultTests {
             }
         }
         try await daemon.stop()
-        let restarted = try DaemonProcess(configuration: try String(contentsOfFile: setup.directory.file("tokend.toml"), encoding: .utf8), directory: setup.directory)
+        let restarted = try DaemonProcess(
+            configuration: try String(contentsOfFile: setup.directory.file("tokend.toml"), encoding: .utf8), directory: setup.directory)
         try await restarted.start()
         let after = try RawClient(path: restarted.socketPath)
         for user in Self.users {
@@ -103,7 +105,8 @@ struct IdPFaultTests {
     @Test func aTokenForAnotherSubjectNeverReplacesTheCredential() async throws {
         let (setup, proxy) = try await IdPDaemon.startBehindProxy(
             idpOptions: .init(refreshGrace: 60),
-            daemonExtra: "call_timeout = \"\(Self.callTimeout)s\"\nretry_initial = \"200ms\"\nretry_max = \"500ms\"\nforced_refresh_interval = \"1s\""
+            daemonExtra:
+                "call_timeout = \"\(Self.callTimeout)s\"\nretry_initial = \"200ms\"\nretry_max = \"500ms\"\nforced_refresh_interval = \"1s\""
         )
         let daemon = setup.daemon
         let client = try RawClient(path: daemon.socketPath)
@@ -111,12 +114,15 @@ struct IdPFaultTests {
         let now = Int(Date().timeIntervalSince1970)
         func jwt(_ sub: String) -> String {
             func b64(_ text: String) -> String {
-                Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+                Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                    .replacingOccurrences(of: "=", with: "")
             }
             return b64(#"{"alg":"none"}"#) + "." + b64(#"{"sub":"\#(sub)","iat":\#(now),"exp":\#(now + 120)}"#) + ".c2ln"
         }
         let original = jwt("alice")
-        #expect(try client.call(Tokens.addCall(user: "alice", access: original, refresh: minted["refresh_token"] as? String, expiresIn: 120)).errorName == nil)
+        #expect(
+            try client.call(Tokens.addCall(user: "alice", access: original, refresh: minted["refresh_token"] as? String, expiresIn: 120))
+                .errorName == nil)
 
         try await proxy.set(["mode": "jwt_access:mallory"])
         let refused = try client.call(Tokens.tokenCall(user: "alice", minValid: 600))
@@ -136,7 +142,9 @@ struct IdPFaultTests {
         }
         let token = try #require(accepted, "a token for the same subject was accepted")
         let payload = String(token.split(separator: ".")[1])
-        let padded = payload.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/") + String(repeating: "=", count: (4 - payload.count % 4) % 4)
+        let padded =
+            payload.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            + String(repeating: "=", count: (4 - payload.count % 4) % 4)
         #expect(String(decoding: Data(base64Encoded: padded) ?? Data(), as: UTF8.self).contains(#""sub": "alice""#))
         proxy.stop()
         try await setup.stop()
@@ -172,13 +180,15 @@ struct IdPFaultTests {
     @Test func aGrantSentButNotAnsweredStaysMarkedUntilOneIsAnswered() async throws {
         let (setup, proxy) = try await IdPDaemon.startBehindProxy(
             idpOptions: .init(refreshGrace: 60),
-            daemonExtra: "http_timeout = \"1s\"\ncall_timeout = \"\(Self.callTimeout)s\"\nretry_initial = \"60s\"\nretry_max = \"60s\"\nforced_refresh_interval = \"1s\""
+            daemonExtra:
+                "http_timeout = \"1s\"\ncall_timeout = \"\(Self.callTimeout)s\"\nretry_initial = \"60s\"\nretry_max = \"60s\"\nforced_refresh_interval = \"1s\""
         )
         let client = try RawClient(path: setup.daemon.socketPath)
         let minted = try await setup.addMinted("alice", lifetime: 300, client: client)
         let database = setup.daemon.stateDirectory + "/tokend.sqlite"
         func row() async throws -> String {
-            try await CrashRecoveryTests.sqlite(database, "SELECT state, grant_started_at IS NOT NULL FROM credentials WHERE user_identifier = 'alice'")
+            try await CrashRecoveryTests.sqlite(
+                database, "SELECT state, grant_started_at IS NOT NULL FROM credentials WHERE user_identifier = 'alice'")
         }
 
         // Answered, if with an error: the outcome is known, nothing stays marked.

@@ -160,7 +160,8 @@ struct LoginFlowTests {
         let token = try await setup.tokenctl(["token", "alice"])
         #expect(token.status == 0 && !token.stdout.isEmpty)
         for refreshToken in try await setup.idp.refreshTokens(client: IdentityProvider.clientID) {
-            #expect(!result.stdout.contains(refreshToken) && !result.stderr.contains(refreshToken) && !setup.daemon.log.contains(refreshToken))
+            #expect(
+                !result.stdout.contains(refreshToken) && !result.stderr.contains(refreshToken) && !setup.daemon.log.contains(refreshToken))
         }
         try await setup.stop()
     }
@@ -178,7 +179,9 @@ struct LoginFlowTests {
 
         // At the daemon, for a client that skips the listener's check.
         let client = try RawClient(path: setup.daemon.socketPath)
-        let begin = try client.call(#"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"alice","provider":"oidc","redirectPort":45678}}"#)
+        let begin = try client.call(
+            #"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"alice","provider":"oidc","redirectPort":45678}}"#
+        )
         let id = try #require(begin.parameters["loginId"] as? String, "\(begin)")
         let complete = try client.call(
             #"{"method":"io.tokend.TokenProvider.CompleteLogin","parameters":{"loginId":"\#(id)","redirectUrl":"http://127.0.0.1:45678/callback?code=x&state=forged"}}"#
@@ -186,7 +189,8 @@ struct LoginFlowTests {
         #expect(complete.errorName == "io.tokend.TokenProvider.LoginFailed", "\(complete)")
         #expect((complete.parameters["reason"] as? String)?.contains("state does not match") == true)
         // A login is completed (or fails) once.
-        let again = try client.call(#"{"method":"io.tokend.TokenProvider.CompleteLogin","parameters":{"loginId":"\#(id)","redirectUrl":"x"}}"#)
+        let again = try client.call(
+            #"{"method":"io.tokend.TokenProvider.CompleteLogin","parameters":{"loginId":"\#(id)","redirectUrl":"x"}}"#)
         #expect(again.errorName == "io.tokend.TokenProvider.UnknownLogin", "\(again)")
         try await setup.stop()
     }
@@ -217,10 +221,12 @@ struct LoginFlowTests {
         }
         // Someone else's credential: refused before anything reaches the provider.
         let forRoot = try await call(
-            #"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"root-cred","provider":"dev","readers":["uid:0"]}}"#, as: uid)
+            #"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"root-cred","provider":"dev","readers":["uid:0"]}}"#,
+            as: uid)
         #expect(forRoot.errorName == "io.tokend.TokenProvider.PermissionDenied", "\(forRoot)")
 
-        let begin = try await call(#"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"self-cred","provider":"dev"}}"#, as: uid)
+        let begin = try await call(
+            #"{"method":"io.tokend.TokenProvider.BeginLogin","parameters":{"userIdentifier":"self-cred","provider":"dev"}}"#, as: uid)
         let id = try #require(begin.parameters["loginId"] as? String, "\(begin)")
         let userCode = try #require(begin.parameters["userCode"] as? String)
         #expect(begin.parameters["flow"] as? String == "device")
@@ -236,7 +242,8 @@ struct LoginFlowTests {
         for refreshToken in try await setup.idp.refreshTokens(client: "tokend-device") {
             #expect(!"\(complete)".contains(refreshToken) && !"\(begin)".contains(refreshToken))
         }
-        let token = try await call(#"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"self-cred"}}"#, as: uid)
+        let token = try await call(
+            #"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"self-cred"}}"#, as: uid)
         #expect(token.accessToken != nil, "\(token)")
         try await setup.stop()
     }

@@ -11,7 +11,8 @@ struct MultiUserTests {
     /// Runs `script` as `uid` with Python, arguments after it; returns its stdout.
     static func python(_ script: String, as uid: UInt32, _ arguments: [String], timeout: Duration = .seconds(60)) async throws -> String {
         let result = try await runCommand(
-            "/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3", "-c", script] + arguments, timeout: timeout)
+            "/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3", "-c", script] + arguments,
+            timeout: timeout)
         guard result.status == 0 else { throw TestFailure("python as uid \(uid) failed (\(result.status)): \(result.stderr)") }
         return result.stdout
     }
@@ -111,7 +112,9 @@ struct MultiUserTests {
         let report = reports + "/hog.json"
         let hog = Task { try await Self.python(Self.connectionHog, as: Self.hog, [daemon.socketPath, "250", "5", report]) }
         let deadline = ContinuousClock.now + .seconds(30)
-        while !FileManager.default.fileExists(atPath: report), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        while !FileManager.default.fileExists(atPath: report), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
         let counts = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as! [String: Any]
         let errors = counts["errors"] as? [String: Int] ?? [:]
         #expect(counts["held"] as? Int == 128, "\(counts)")
@@ -124,14 +127,19 @@ struct MultiUserTests {
         let rootTime = ContinuousClock.now - rootStart
         #expect(token.errorName == nil, "\(token)")
         let otherStart = ContinuousClock.now
-        let other = try await OtherUser.call(#"{"method":"io.tokend.TokenProvider.Status"}"#, socket: daemon.socketPath, uid: Self.bystander, gid: Self.bystander)
+        let other = try await OtherUser.call(
+            #"{"method":"io.tokend.TokenProvider.Status"}"#, socket: daemon.socketPath, uid: Self.bystander, gid: Self.bystander)
         let otherTime = ContinuousClock.now - otherStart
         #expect(other.errorName == nil, "\(other)")
         let usage = (other.parameters["daemon"] as? [String: Any])?["caller"] as? [String: Any]
-        #expect(usage?["uid"] as? Int == Int(Self.bystander) && usage?["connections"] as? Int == 1 && usage?["maxConnections"] as? Int == 128, "\(other)")
+        #expect(
+            usage?["uid"] as? Int == Int(Self.bystander) && usage?["connections"] as? Int == 1 && usage?["maxConnections"] as? Int == 128,
+            "\(other)")
         // Bounded, not timed: the figures go to the closing note and docs (bench/run measures).
         #expect(rootTime < .seconds(5) && otherTime < .seconds(5))
-        print("multi-user: hog holds \(counts["held"] ?? "?") connections, \(errors.values.reduce(0, +)) refused; root answered in \(rootTime), uid \(Self.bystander) (python via setpriv, process start included) in \(otherTime)")
+        print(
+            "multi-user: hog holds \(counts["held"] ?? "?") connections, \(errors.values.reduce(0, +)) refused; root answered in \(rootTime), uid \(Self.bystander) (python via setpriv, process start included) in \(otherTime)"
+        )
 
         hog.cancel()
         _ = try? await hog.value
@@ -150,22 +158,33 @@ struct MultiUserTests {
         try FileManager.default.createDirectory(atPath: reports, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
         func counts(_ name: String) async throws -> [String: Any] {
             let deadline = ContinuousClock.now + .seconds(30)
-            while !FileManager.default.fileExists(atPath: "\(reports)/\(name)"), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+            while !FileManager.default.fileExists(atPath: "\(reports)/\(name)"), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
             return try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(reports)/\(name)"))) as! [String: Any]
         }
-        let first = Task { try await Self.python(Self.connectionHog, as: Self.hog, [daemon.socketPath, "50", "5", "\(reports)/first.json"]) }
+        let first = Task {
+            try await Self.python(Self.connectionHog, as: Self.hog, [daemon.socketPath, "50", "5", "\(reports)/first.json"])
+        }
         let firstCounts = try await counts("first.json")
         #expect(firstCounts["held"] as? Int == 45, "\(firstCounts)")
-        let second = Task { try await Self.python(Self.connectionHog, as: Self.bystander, [daemon.socketPath, "10", "5", "\(reports)/second.json"]) }
+        let second = Task {
+            try await Self.python(Self.connectionHog, as: Self.bystander, [daemon.socketPath, "10", "5", "\(reports)/second.json"])
+        }
         let secondCounts = try await counts("second.json")
         #expect(secondCounts["held"] as? Int == 0, "\(secondCounts)")
         #expect(
-            secondCounts["errors"] as? [String: Int] == [#"io.tokend.TokenProvider.QuotaExceeded {"limit": 45, "quota": "connections"}"#: 10],
+            secondCounts["errors"] as? [String: Int] == [
+                #"io.tokend.TokenProvider.QuotaExceeded {"limit": 45, "quota": "connections"}"#: 10
+            ],
             "\(secondCounts)")
         // tokenctl, refused the same way, names the limit and exits with its own status.
         let refused = try await runCommand(
             "/usr/bin/setpriv",
-            ["--reuid=\(Self.fairUser)", "--regid=\(Self.fairUser)", "--clear-groups", Repository.binary("tokenctl"), "token", "--socket", daemon.socketPath, "alice"])
+            [
+                "--reuid=\(Self.fairUser)", "--regid=\(Self.fairUser)", "--clear-groups", Repository.binary("tokenctl"), "token",
+                "--socket", daemon.socketPath, "alice",
+            ])
         #expect(refused.status == 13, "\(refused)")
         #expect(refused.stderr.contains("quota connections (45)"), "\(refused.stderr)")
         // Root: an administrator, within the reserve.
@@ -184,7 +203,8 @@ struct MultiUserTests {
     /// `QuotaExceeded`; the store and the daemon's memory stay bounded, and `Status` shows the
     /// user's usage against the quota.
     @Test func aSelfEnrolmentFloodEndsInQuotaExceeded() async throws {
-        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration(extraDaemon: "max_credentials_per_uid = 50\nmax_message_bytes = 65536"))
+        let daemon = try DaemonProcess(
+            configuration: DaemonProcess.configuration(extraDaemon: "max_credentials_per_uid = 50\nmax_message_bytes = 65536"))
         try await daemon.start()
         defer { _ = Task { try? await daemon.stop() } }
         let rssBefore = Self.rssKilobytes(daemon.process.processIdentifier)
@@ -202,14 +222,21 @@ struct MultiUserTests {
         // 50 credentials of 8 KB sealed: well under a few megabytes either way.
         #expect(storeGrowth < 8 << 20, "store grew by \(storeGrowth) bytes")
         #expect(rssGrowth < 32 << 10, "RSS grew by \(rssGrowth) kB")
-        print("multi-user: enrolment flood of 1000 by uid \(Self.hog): \(outcomes["ok"] ?? 0) stored, store +\(storeGrowth / 1024) kB, RSS +\(rssGrowth) kB")
+        print(
+            "multi-user: enrolment flood of 1000 by uid \(Self.hog): \(outcomes["ok"] ?? 0) stored, store +\(storeGrowth / 1024) kB, RSS +\(rssGrowth) kB"
+        )
 
         // The user sees their usage; root (an administrator) is not limited and may add more for them.
-        let status = try await OtherUser.call(#"{"method":"io.tokend.TokenProvider.Status"}"#, socket: daemon.socketPath, uid: Self.hog, gid: Self.hog)
+        let status = try await OtherUser.call(
+            #"{"method":"io.tokend.TokenProvider.Status"}"#, socket: daemon.socketPath, uid: Self.hog, gid: Self.hog)
         let usage = (status.parameters["daemon"] as? [String: Any])?["caller"] as? [String: Any]
-        #expect(usage?["credentials"] as? Int == 50 && usage?["maxCredentials"] as? Int == 50 && usage?["administrator"] as? Bool == false, "\(status)")
+        #expect(
+            usage?["credentials"] as? Int == 50 && usage?["maxCredentials"] as? Int == 50 && usage?["administrator"] as? Bool == false,
+            "\(status)")
         let root = try RawClient(path: daemon.socketPath)
-        #expect(try root.call(Tokens.addCall(user: "by-admin", access: Tokens.random("a-"), refresh: nil, readers: ["uid:\(Self.hog)"])).errorName == nil)
+        #expect(
+            try root.call(Tokens.addCall(user: "by-admin", access: Tokens.random("a-"), refresh: nil, readers: ["uid:\(Self.hog)"]))
+                .errorName == nil)
         let lines = daemon.log.components(separatedBy: "credential refused: per-user limit reached").count - 1
         #expect(lines == 1, "\(lines) journal lines for one flood")
     }
@@ -223,19 +250,28 @@ struct MultiUserTests {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         listen(silent, 128)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(silent, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(silent, $0, &length) }
+        }
         let port = Int(UInt16(bigEndian: address.sin_port))
-        let providers = DaemonProcess.defaultProviders.replacingOccurrences(of: "http://127.0.0.1:9/o/token/", with: "http://127.0.0.1:\(port)/o/token/")
-        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration(
-            extraDaemon: "max_calls_in_flight_per_uid = 3\ncall_timeout = \"3s\"\nforced_refresh_interval = \"1s\"\nhttp_timeout = \"10s\"", providers: providers))
+        let providers = DaemonProcess.defaultProviders.replacingOccurrences(
+            of: "http://127.0.0.1:9/o/token/", with: "http://127.0.0.1:\(port)/o/token/")
+        let daemon = try DaemonProcess(
+            configuration: DaemonProcess.configuration(
+                extraDaemon:
+                    "max_calls_in_flight_per_uid = 3\ncall_timeout = \"3s\"\nforced_refresh_interval = \"1s\"\nhttp_timeout = \"10s\"",
+                providers: providers))
         try await daemon.start()
         defer { _ = Task { try? await daemon.stop() } }
         let root = try RawClient(path: daemon.socketPath)
         for i in 0..<6 {
-            let add = Tokens.addCall(user: "slow-\(i)", access: Tokens.random("s-"), refresh: Tokens.random("r-"), readers: ["uid:\(Self.hog)"])
+            let add = Tokens.addCall(
+                user: "slow-\(i)", access: Tokens.random("s-"), refresh: Tokens.random("r-"), readers: ["uid:\(Self.hog)"])
             #expect(try root.call(add).errorName == nil)
         }
         // Six connections of one uid, each asking for a token valid longer than it is: a grant
@@ -266,7 +302,8 @@ struct MultiUserTests {
         #expect(names["io.tokend.TokenProvider.QuotaExceeded calls_in_flight_per_uid"] == 3, "\(names)")
         #expect(names["io.tokend.TokenProvider.RefreshFailed"] == 3, "\(names)")
         // The answered calls gave their slots back.
-        let status = try await OtherUser.call(#"{"method":"io.tokend.TokenProvider.Status"}"#, socket: daemon.socketPath, uid: Self.hog, gid: Self.hog)
+        let status = try await OtherUser.call(
+            #"{"method":"io.tokend.TokenProvider.Status"}"#, socket: daemon.socketPath, uid: Self.hog, gid: Self.hog)
         let usage = (status.parameters["daemon"] as? [String: Any])?["caller"] as? [String: Any]
         #expect(usage?["callsInFlight"] as? Int == 0 && usage?["maxCallsInFlight"] as? Int == 3, "\(status)")
     }
@@ -292,7 +329,8 @@ struct MultiUserTests {
         }
         for (i, token) in minted.enumerated() {
             let add = Tokens.addCall(
-                user: "fair-\(i)", access: token["access_token"] as! String, refresh: token["refresh_token"] as? String, expiresIn: lifetime,
+                user: "fair-\(i)", access: token["access_token"] as! String, refresh: token["refresh_token"] as? String,
+                expiresIn: lifetime,
                 readers: ["uid:\(Self.fairUser)"], provider: "example")
             #expect(try root.call(add).errorName == nil)
         }
@@ -307,11 +345,18 @@ struct MultiUserTests {
         }
         let grants = try await setup.idp.postCount() - grantsBefore
         var bogusAnswered = 0
-        for i in 0..<500 where (try OAuthRefreshTests.status(root, "bogus-\(i)")["state"] as? String) == "reauthentication_required" { bogusAnswered += 1 }
-        print("multi-user: fairness: \(refreshed) of 5 refreshed within \(Date().timeIntervalSince1970 - added) s; \(grants) grants, \(bogusAnswered) of 500 rejected so far")
-        #expect(refreshed == 5, "\(refreshed) of 5 refreshed; \(grants) grants, \(bogusAnswered) bogus answered: \(setup.daemon.log.suffix(2000))")
+        for i in 0..<500 where (try OAuthRefreshTests.status(root, "bogus-\(i)")["state"] as? String) == "reauthentication_required" {
+            bogusAnswered += 1
+        }
+        print(
+            "multi-user: fairness: \(refreshed) of 5 refreshed within \(Date().timeIntervalSince1970 - added) s; \(grants) grants, \(bogusAnswered) of 500 rejected so far"
+        )
+        #expect(
+            refreshed == 5,
+            "\(refreshed) of 5 refreshed; \(grants) grants, \(bogusAnswered) bogus answered: \(setup.daemon.log.suffix(2000))")
         // The fair user's tokens are fresh as that user asks for them.
-        let answer = try await OtherUser.call(Tokens.tokenCall(user: "fair-0", minValid: 1), socket: setup.daemon.socketPath, uid: Self.fairUser, gid: Self.fairUser)
+        let answer = try await OtherUser.call(
+            Tokens.tokenCall(user: "fair-0", minValid: 1), socket: setup.daemon.socketPath, uid: Self.fairUser, gid: Self.fairUser)
         #expect(answer.errorName == nil, "\(answer)")
     }
 }

@@ -39,12 +39,15 @@ struct OAuthRefreshTests {
         #expect(first.accessToken != nil && first.accessToken != minted["access_token"] as? String, "\(first)")
         // Restart: the rotated refresh token must come back from the encrypted store.
         try await setup.daemon.stop()
-        let restarted = try DaemonProcess(configuration: try String(contentsOfFile: setup.directory.file("tokend.toml"), encoding: .utf8), directory: setup.directory)
+        let restarted = try DaemonProcess(
+            configuration: try String(contentsOfFile: setup.directory.file("tokend.toml"), encoding: .utf8), directory: setup.directory)
         try await restarted.start()
         client = try RawClient(path: restarted.socketPath)
         try await Task.sleep(for: .milliseconds(1100))
         let second = try client.call(Tokens.tokenCall(user: "alice", rejected: first.accessToken))
-        #expect(second.accessToken != nil && second.accessToken != first.accessToken, "the server accepted the rotated refresh token: \(second)")
+        #expect(
+            second.accessToken != nil && second.accessToken != first.accessToken, "the server accepted the rotated refresh token: \(second)"
+        )
         try await restarted.stop()
         await setup.idp.stop()
     }
@@ -63,7 +66,8 @@ struct OAuthRefreshTests {
 
     @Test func rejectedTokenForcesExactlyOneRefresh() async throws {
         let setup = try await IdPDaemon.start()
-        let client = try RawClient(path: setup.daemon.socketPath), other = try RawClient(path: setup.daemon.socketPath)
+        let client = try RawClient(path: setup.daemon.socketPath)
+        let other = try RawClient(path: setup.daemon.socketPath)
         let minted = try await setup.addMinted("alice", client: client)
         let old = minted["access_token"] as! String
         let before = try await setup.idp.postCount()
@@ -125,7 +129,9 @@ struct OAuthRefreshTests {
         let setup = try await IdPDaemon.start()
         let client = try RawClient(path: setup.daemon.socketPath)
         let minted = try await setup.addMinted("alice", client: client)
-        #expect(try client.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"alice"}}"#).errorName == nil)
+        #expect(
+            try client.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"alice"}}"#).errorName
+                == nil)
         #expect(try await setup.idp.postCount(path: "/o/revoke_token/") == 1)
         // The token is dead at the server: a grant with it fails.
         let script = """
@@ -138,14 +144,16 @@ struct OAuthRefreshTests {
             except urllib.error.HTTPError as e:
                 print(e.code, e.read().decode())
             """
-        let result = try await runCommand(IdentityProvider.python, ["-c", script, setup.idp.tokenEndpoint], stdin: minted["refresh_token"] as? String)
+        let result = try await runCommand(
+            IdentityProvider.python, ["-c", script, setup.idp.tokenEndpoint], stdin: minted["refresh_token"] as? String)
         #expect(result.stdout.contains("invalid_grant"), "\(result.stdout) \(result.stderr)")
         try await setup.stop()
     }
 
     @Test func backoffWhileTheServerIsDownAndRecoveryWhenItReturns() async throws {
         let (setup, proxy) = try await IdPDaemon.startBehindProxy(
-            providerExtra: "refresh_margin = \"1s\"", daemonExtra: "retry_initial = \"500ms\"\nretry_max = \"2s\"\nforced_refresh_interval = \"1s\""
+            providerExtra: "refresh_margin = \"1s\"",
+            daemonExtra: "retry_initial = \"500ms\"\nretry_max = \"2s\"\nforced_refresh_interval = \"1s\""
         )
         let daemon = setup.daemon
         let client = try RawClient(path: daemon.socketPath)
@@ -194,7 +202,8 @@ struct OAuthRefreshTests {
         // the provider may have rotated the refresh token, so the grant stays marked. A 500 page
         // is a definite failure.
         let marked = try await CrashRecoveryTests.sqlite(
-            daemon.stateDirectory + "/tokend.sqlite", "SELECT grant_started_at IS NOT NULL FROM credentials WHERE user_identifier = 'alice'")
+            daemon.stateDirectory + "/tokend.sqlite", "SELECT grant_started_at IS NOT NULL FROM credentials WHERE user_identifier = 'alice'"
+        )
         #expect(marked == (mode == "html" ? "0" : "1"), "\(mode): marker \(marked)")
         proxy.stop()
         try await setup.stop()

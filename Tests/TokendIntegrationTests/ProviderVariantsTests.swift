@@ -28,7 +28,10 @@ struct ProviderVariantsTests {
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
         let minted = try await idp.mint(count: 1, client: clientID)[0]
-        #expect(try client.call(Tokens.addCall(user: "a", access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String)).errorName == nil)
+        #expect(
+            try client.call(
+                Tokens.addCall(user: "a", access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String)
+            ).errorName == nil)
         let reply = try client.call(Tokens.tokenCall(user: "a", minValid: 7200))
         #expect(reply.accessToken != nil && reply.accessToken != minted["access_token"] as? String, "\(method): \(reply)")
         try await daemon.stop()
@@ -52,7 +55,10 @@ struct ProviderVariantsTests {
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
         let minted = try await idp.mint(count: 1)[0]
-        #expect(try client.call(Tokens.addCall(user: "a", access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String)).errorName == nil)
+        #expect(
+            try client.call(
+                Tokens.addCall(user: "a", access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String)
+            ).errorName == nil)
         let before = try await idp.postCount()
         let reply = try client.call(Tokens.tokenCall(user: "a", minValid: 7200))
         #expect(reply.accessToken != nil && reply.accessToken != minted["access_token"] as? String, "\(reply)")

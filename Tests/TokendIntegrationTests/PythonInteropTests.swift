@@ -11,7 +11,9 @@ struct PythonInteropTests {
         let admin = try RawClient(path: daemon.socketPath)
         let token = Tokens.random("py-")
         #expect(try admin.call(Tokens.addCall(user: "py", access: token, refresh: nil)).errorName == nil)
-        let result = try await runCommand(IdentityProvider.python, [Repository.root + "/Tests/interop/varlink_interop.py", daemon.socketPath, "py"], timeout: .seconds(60))
+        let result = try await runCommand(
+            IdentityProvider.python, [Repository.root + "/Tests/interop/varlink_interop.py", daemon.socketPath, "py"], timeout: .seconds(60)
+        )
         try #require(result.status == 0, "\(result.stderr)")
         let output = try RawClient.object(result.stdout)
         let info = output["info"] as? [String: Any] ?? [:]

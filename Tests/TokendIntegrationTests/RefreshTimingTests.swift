@@ -26,7 +26,9 @@ struct AskingRecord {
                     let credentials = reply.parameters["credentials"] as? [String: Any] ?? [:]
                     // expiresAt is whole seconds, rounded down: the token is served while
                     // now < expiresAt + 1.
-                    if let expiresAt = credentials["expiresAt"] as? Int, Double(expiresAt + 1) <= Date().timeIntervalSince1970 { record.expired += 1 }
+                    if let expiresAt = credentials["expiresAt"] as? Int, Double(expiresAt + 1) <= Date().timeIntervalSince1970 {
+                        record.expired += 1
+                    }
                     if let token = reply.accessToken { record.tokens.insert(token) }
                 }
             }
@@ -39,7 +41,8 @@ struct AskingRecord {
 /// The lifetimes and the window the timing tests use: 2, 5 and 8 s over 20 s, or
 /// `TOKEND_TIMING_LIFETIMES` (e.g. "60") and `TOKEND_TIMING_WINDOW` (seconds) to measure others.
 enum TimingParameters {
-    static let lifetimes: [Int] = ProcessInfo.processInfo.environment["TOKEND_TIMING_LIFETIMES"]
+    static let lifetimes: [Int] =
+        ProcessInfo.processInfo.environment["TOKEND_TIMING_LIFETIMES"]
         .map { $0.split(separator: ",").compactMap { Int($0) } } ?? [2, 5, 8]
     static let window: Int = ProcessInfo.processInfo.environment["TOKEND_TIMING_WINDOW"].flatMap { Int($0) } ?? 20
     /// The default refresh_margin: tokens living no longer are "shorter than the margin".
@@ -65,8 +68,10 @@ struct RefreshTimingTests {
         let grants = try await setup.idp.postCount() - before
         // About one grant per two thirds of a lifetime (at most one per half), a few more for
         // a loaded machine; before the planning rules, a 3 s token took ~1,000 in 20 s.
-        let most = 2 * window / lifetime + 2, least = window / lifetime - 1
-        #expect(grants <= most && grants >= least, "\(grants) grants in \(window) s for \(lifetime) s tokens: \(setup.daemon.log.suffix(3000))")
+        let most = 2 * window / lifetime + 2
+        let least = window / lifetime - 1
+        #expect(
+            grants <= most && grants >= least, "\(grants) grants in \(window) s for \(lifetime) s tokens: \(setup.daemon.log.suffix(3000))")
         #expect(record.errors.isEmpty, "\(record.errors.prefix(5))")
         #expect(record.expired == 0, "\(record.expired) expired tokens served")
         #expect(record.tokens.count >= least, "the client saw the refreshed tokens")
@@ -77,13 +82,16 @@ struct RefreshTimingTests {
         let status = try OAuthRefreshTests.status(client, "alice")
         #expect((status["shorterThanMargin"] as? Bool == true) == short, "\(status)")
         #expect(try ScrapedMetrics.scrape(setup.directory)["tokend_credentials_shorter_than_margin"] == (short ? 1 : 0))
-        print("refresh timing: sqlite, \(lifetime) s tokens: \(grants) grants in \(window) s, \(record.replies) replies, \(record.expired) expired")
+        print(
+            "refresh timing: sqlite, \(lifetime) s tokens: \(grants) grants in \(window) s, \(record.replies) replies, \(record.expired) expired"
+        )
         try await setup.stop()
     }
 
     @Test func aSixtySecondTokenIsNotShorterThanItsMarginAndWaitsForItsRefreshPoint() async throws {
         let setup = try await IdPDaemon.start(
-            idpOptions: .init(accessTokenLifetime: 60), providerExtra: ScrapedMetrics.configuration, daemonExtra: "forced_refresh_interval = \"30s\"")
+            idpOptions: .init(accessTokenLifetime: 60), providerExtra: ScrapedMetrics.configuration,
+            daemonExtra: "forced_refresh_interval = \"30s\"")
         let client = try RawClient(path: setup.daemon.socketPath)
         // Refreshed at 75–80 % of its minute: nothing is due in the first five seconds.
         try await setup.addMinted("alice", lifetime: 60, client: client)
@@ -134,7 +142,8 @@ struct TokenLifetimeAnswerTests {
     /// one-minute token.
     static func startWithMintedToken() async throws -> (IdPDaemon, FaultProxy, RawClient, [String: Any]) {
         let (setup, proxy) = try await IdPDaemon.startBehindProxy(
-            idpOptions: .init(accessTokenLifetime: 60), daemonExtra: "forced_refresh_interval = \"30s\"\nretry_initial = \"1s\"\nretry_max = \"4s\"")
+            idpOptions: .init(accessTokenLifetime: 60),
+            daemonExtra: "forced_refresh_interval = \"30s\"\nretry_initial = \"1s\"\nretry_max = \"4s\"")
         let client = try RawClient(path: setup.daemon.socketPath)
         return (setup, proxy, client, try await setup.addMinted("alice", lifetime: 60, client: client))
     }
@@ -228,23 +237,31 @@ struct FleetRefreshTimingTests {
         let users = (1...5).map { "user\($0)" }
         for user in users { try await fleet.add(user, lifetime: lifetime) }
         // Every node knows every credential before the clock starts.
-        #expect(try await fleet.eventually(.seconds(10)) {
-            try (0..<3).allSatisfy { node in try users.allSatisfy { try fleet.client(node).call(Tokens.tokenCall(user: $0)).errorName == nil } }
-        }, "\(fleet.logs)")
+        #expect(
+            try await fleet.eventually(.seconds(10)) {
+                try (0..<3).allSatisfy { node in
+                    try users.allSatisfy { try fleet.client(node).call(Tokens.tokenCall(user: $0)).errorName == nil }
+                }
+            }, "\(fleet.logs)")
         let before = try await fleet.idp.postCount()
         let window = TimingParameters.window
         let clients = try (0..<3).map { try fleet.client($0) }
         let record = try await AskingRecord.ask(clients, users: users, for: .seconds(window))
         let grants = try await fleet.idp.postCount() - before
         let perCredential = Double(grants) / Double(users.count)
-        let most = Double(2 * window / lifetime + 2), least = Double(window / lifetime - 1)
-        #expect(perCredential <= most && perCredential >= least, "\(perCredential) grants per credential in \(window) s for \(lifetime) s tokens: \(fleet.logs)")
+        let most = Double(2 * window / lifetime + 2)
+        let least = Double(window / lifetime - 1)
+        #expect(
+            perCredential <= most && perCredential >= least,
+            "\(perCredential) grants per credential in \(window) s for \(lifetime) s tokens: \(fleet.logs)")
         #expect(record.errors.isEmpty, "\(record.errors.count) errors, e.g. \(record.errors.prefix(3)): \(fleet.logs)")
         #expect(record.expired == 0, "\(record.expired) expired tokens served")
         // Reuse protection is on: a refresh token spent twice would have ended the login.
         let states = try await fleet.database.psql("SELECT string_agg(DISTINCT state, ',') FROM tokend_credentials")
         #expect(!states.contains("reauthentication_required"), "\(states)")
-        print("refresh timing: fleet of 3, \(lifetime) s tokens: \(perCredential) grants per credential in \(window) s, \(record.replies) replies, \(record.expired) expired")
+        print(
+            "refresh timing: fleet of 3, \(lifetime) s tokens: \(perCredential) grants per credential in \(window) s, \(record.replies) replies, \(record.expired) expired"
+        )
         await fleet.stop()
     }
 }

@@ -10,23 +10,29 @@ struct SecretFilesTests {
     @Test func tokensAreOnDiskOnlyInTheConfiguredSink() async throws {
         let directory = try ScratchDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("tokens"), withIntermediateDirectories: true)
-        let config = DaemonProcess.configuration() + """
+        let config =
+            DaemonProcess.configuration() + """
 
-            [token_files.filed]
-            path = "tokens/filed"
-            mode = "0600"
-            """
+                [token_files.filed]
+                path = "tokens/filed"
+                mode = "0600"
+                """
         let daemon = try DaemonProcess(configuration: config, directory: directory)
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
-        let filedAccess = Tokens.random("FILEDACC-"), filedRefresh = Tokens.random("FILEDREF-")
-        let otherAccess = Tokens.random("OTHERACC-"), otherRefresh = Tokens.random("OTHERREF-")
+        let filedAccess = Tokens.random("FILEDACC-")
+        let filedRefresh = Tokens.random("FILEDREF-")
+        let otherAccess = Tokens.random("OTHERACC-")
+        let otherRefresh = Tokens.random("OTHERREF-")
         #expect(try client.call(Tokens.addCall(user: "filed", access: filedAccess, refresh: filedRefresh)).errorName == nil)
         #expect(try client.call(Tokens.addCall(user: "other", access: otherAccess, refresh: otherRefresh)).errorName == nil)
         // Replace both once, so temporary files and rewrites happen too.
-        let filedAccess2 = Tokens.random("FILEDACC2-"), otherAccess2 = Tokens.random("OTHERACC2-")
+        let filedAccess2 = Tokens.random("FILEDACC2-")
+        let otherAccess2 = Tokens.random("OTHERACC2-")
         let replace = { (user: String, access: String, refresh: String) in
-            var object = try! JSONSerialization.jsonObject(with: Data(Tokens.addCall(user: user, access: access, refresh: refresh).utf8)) as! [String: Any]
+            var object =
+                try! JSONSerialization.jsonObject(with: Data(Tokens.addCall(user: user, access: access, refresh: refresh).utf8))
+                as! [String: Any]
             var parameters = object["parameters"] as! [String: Any]
             parameters["replace"] = true
             object["parameters"] = parameters
@@ -50,7 +56,8 @@ struct SecretFilesTests {
         for file in files {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: directory.file(file), isDirectory: &isDirectory), !isDirectory.boolValue,
-                  let data = FileManager.default.contents(atPath: directory.file(file)) else { continue }
+                let data = FileManager.default.contents(atPath: directory.file(file))
+            else { continue }
             for token in all {
                 let found = data.range(of: Data(token.utf8)) != nil
                 if file == "tokens/filed", token == filedAccess2 {
@@ -62,6 +69,8 @@ struct SecretFilesTests {
         }
         #expect(sinkHolds, "the configured token file holds its credential's current access token")
         #expect(files.contains("state/tokend.sqlite"))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("tokens")) == ["filed"], "no other token file, no temporary left over")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.file("tokens")) == ["filed"],
+            "no other token file, no temporary left over")
     }
 }

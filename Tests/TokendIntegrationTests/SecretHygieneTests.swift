@@ -13,7 +13,8 @@ struct SecretHygieneTests {
         var refreshTokens: [String] = []
         var replies: [String] = []
         for i in 0..<20 {
-            let access = Tokens.random("ACCESS\(i)x"), refresh = Tokens.random("REFRESH\(i)x")
+            let access = Tokens.random("ACCESS\(i)x")
+            let refresh = Tokens.random("REFRESH\(i)x")
             accessTokens.append(access)
             refreshTokens.append(refresh)
             try client.send(Tokens.addCall(user: "u\(i)", access: access, refresh: refresh, expiresIn: i == 0 ? 5 : 3600))

@@ -19,12 +19,12 @@ struct SharedStoreTests {
         init(
             count: Int, lifetime: Int, refreshGrace: Int = 0, lease: String = "6s", daemonExtra: String = "", slowFirstNode: Bool = false,
             providerExtra: String = "refresh_at = 0.5\nrefresh_margin = \"1s\""
-        ) async throws
-        {
+        ) async throws {
             try requireVenv()
             directory = try ScratchDirectory()
             database = try await PostgresServer()
-            idp = try IdentityProvider(directory: directory, options: .init(accessTokenLifetime: lifetime, refreshGrace: refreshGrace, reuseProtection: true))
+            idp = try IdentityProvider(
+                directory: directory, options: .init(accessTokenLifetime: lifetime, refreshGrace: refreshGrace, reuseProtection: true))
             try await idp.start()
             if slowFirstNode {
                 let proxy = try FaultProxy(upstreamPort: idp.port)
@@ -36,15 +36,16 @@ struct SharedStoreTests {
                 try node.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
                 try node.write("pg-password", PostgresServer.password + "\n", mode: 0o600)
                 let endpoint = index == 0 ? proxy?.tokenEndpoint : nil
-                let providers = idp.providerConfiguration(name: "example", extra: providerExtra, endpoint: endpoint) + """
+                let providers =
+                    idp.providerConfiguration(name: "example", extra: providerExtra, endpoint: endpoint) + """
 
-                    [store]
-                    kind = "postgresql"
-                    url = "\(database.url)"
-                    password_file = "pg-password"
-                    lease = "\(lease)"
-                    reconcile_interval = "1s"
-                    """
+                        [store]
+                        kind = "postgresql"
+                        url = "\(database.url)"
+                        password_file = "pg-password"
+                        lease = "\(lease)"
+                        reconcile_interval = "1s"
+                        """
                 let config = DaemonProcess.configuration(
                     extraDaemon: """
                         node_name = "node-\(index)"
@@ -71,15 +72,17 @@ struct SharedStoreTests {
         @discardableResult
         func add(_ user: String, lifetime: Int) async throws -> [String: Any] {
             let minted = try await idp.mint(count: 1, lifetime: lifetime)[0]
-            let reply = try client(0).call(Tokens.addCall(
-                user: user, access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String,
-                expiresIn: minted["expires_in"] as? Int ?? lifetime))
+            let reply = try client(0).call(
+                Tokens.addCall(
+                    user: user, access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String,
+                    expiresIn: minted["expires_in"] as? Int ?? lifetime))
             guard reply.errorName == nil else { throw TestFailure("AddCredential failed: \(reply)") }
             return minted
         }
 
         func status(_ index: Int, _ user: String? = nil) throws -> (daemon: [String: Any], credentials: [[String: Any]]) {
-            let call = user.map { #"{"method":"io.tokend.TokenProvider.Status","parameters":{"userIdentifier":"\#($0)"}}"# }
+            let call =
+                user.map { #"{"method":"io.tokend.TokenProvider.Status","parameters":{"userIdentifier":"\#($0)"}}"# }
                 ?? #"{"method":"io.tokend.TokenProvider.Status","parameters":{}}"#
             let reply = try client(index).call(call)
             return (reply.parameters["daemon"] as? [String: Any] ?? [:], reply.parameters["credentials"] as? [[String: Any]] ?? [])
@@ -112,24 +115,31 @@ struct SharedStoreTests {
         for user in users { try await fleet.add(user, lifetime: 8) }
         let before = try await fleet.idp.postCount()
         // Node 0 wrote them; node 2 serves them from memory.
-        #expect(try await fleet.eventually(.seconds(5)) { try users.allSatisfy { try fleet.client(2).call(Tokens.tokenCall(user: $0)).accessToken != nil } })
+        #expect(
+            try await fleet.eventually(.seconds(5)) {
+                try users.allSatisfy { try fleet.client(2).call(Tokens.tokenCall(user: $0)).accessToken != nil }
+            })
         // A watcher on node 2 sees the refreshes that any node makes.
-        let watched = Task { await onOwnThread { () -> [String] in
-            guard let watcher = try? fleet.client(2),
-                (try? watcher.send(#"{"method":"io.tokend.TokenProvider.Watch","parameters":{"userIdentifier":"alice"},"more":true}"#)) != nil
-            else { return [] }
-            // The first reply is the current token; then one per refresh.
-            var tokens: [String] = []
-            for _ in 0..<4 {
-                guard let text = try? watcher.receive(), let token = (try? RawClient.object(text))?.accessToken else { break }
-                tokens.append(token)
+        let watched = Task {
+            await onOwnThread { () -> [String] in
+                guard let watcher = try? fleet.client(2),
+                    (try? watcher.send(#"{"method":"io.tokend.TokenProvider.Watch","parameters":{"userIdentifier":"alice"},"more":true}"#))
+                        != nil
+                else { return [] }
+                // The first reply is the current token; then one per refresh.
+                var tokens: [String] = []
+                for _ in 0..<4 {
+                    guard let text = try? watcher.receive(), let token = (try? RawClient.object(text))?.accessToken else { break }
+                    tokens.append(token)
+                }
+                return tokens
             }
-            return tokens
-        } }
+        }
         // About three refresh cycles (refresh at half of an 8 s lifetime).
         try await Task.sleep(for: .seconds(13))
         let seen = await watched.value
-        let first = seen.first, updates = seen.dropFirst()
+        let first = seen.first
+        let updates = seen.dropFirst()
         #expect(first != nil, "the watcher's first reply: \(fleet.logs)")
         #expect(!updates.isEmpty, "the watcher on node 2 saw a refresh: \(fleet.logs)")
         #expect(updates.first != first)
@@ -149,7 +159,8 @@ struct SharedStoreTests {
         for node in fleet.nodes { try await node.stop() }
         let posts = try await fleet.idp.postCount() - before
         let refreshes = Int(try await fleet.database.psql("SELECT sum(refresh_count) FROM tokend_credentials")) ?? -1
-        let perUser = try await fleet.database.psql("SELECT string_agg(refresh_count::text, ',' ORDER BY user_identifier) FROM tokend_credentials")
+        let perUser = try await fleet.database.psql(
+            "SELECT string_agg(refresh_count::text, ',' ORDER BY user_identifier) FROM tokend_credentials")
         let states = try await fleet.database.psql("SELECT string_agg(DISTINCT state, ',') FROM tokend_credentials")
         // A grant cut short by its node's stop (on a loaded machine a stop can outlast
         // shutdown_timeout) stays marked `refreshing`, with or without its POST sent, and no
@@ -157,7 +168,10 @@ struct SharedStoreTests {
         // only POSTs without a stored refresh. A double spend would show as
         // reauthentication_required, which reuse protection makes of the whole family.
         let unfinished = Int(try await fleet.database.psql("SELECT count(*) FROM tokend_credentials WHERE state = 'refreshing'")) ?? -1
-        #expect(posts <= refreshes + unfinished, "no grant without its stored refresh across the fleet: \(posts) POSTs, \(refreshes) refreshes, \(unfinished) unfinished (\(perUser))")
+        #expect(
+            posts <= refreshes + unfinished,
+            "no grant without its stored refresh across the fleet: \(posts) POSTs, \(refreshes) refreshes, \(unfinished) unfinished (\(perUser))"
+        )
         // Once per cycle: a cycle is at least (refresh_at − jitter) × lifetime = 0.45 × 8 s, so in
         // the time the fleet ran each credential can have been refreshed at most this often
         // (a fleet refreshing on every node would reach about three times as many).
@@ -165,8 +179,11 @@ struct SharedStoreTests {
         let most = Int(ran.rounded(.down)) + 1
         // At the server: no more grants than one per credential per cycle.
         #expect(posts <= users.count * most, "\(posts) POSTs for \(users.count) credentials in \(ran * 3.6) s")
-        #expect(perUser.split(separator: ",").allSatisfy { (Int($0) ?? 0) >= 2 && (Int($0) ?? 99) <= most }, "2–\(most) cycles each in \(ran * 3.6) s: \(perUser)")
-        #expect(states == "valid" || states == "refreshing,valid" || states == "refreshing", "no credential lost to a double spend: \(states)")
+        #expect(
+            perUser.split(separator: ",").allSatisfy { (Int($0) ?? 0) >= 2 && (Int($0) ?? 99) <= most },
+            "2–\(most) cycles each in \(ran * 3.6) s: \(perUser)")
+        #expect(
+            states == "valid" || states == "refreshing,valid" || states == "refreshing", "no credential lost to a double spend: \(states)")
         // The refreshes were spread over the nodes, not all made by one.
         let refreshers = fleet.nodes.filter { $0.log.contains("credential refreshed") }.count
         #expect(refreshers >= 2, "refreshes spread over the nodes: \(refreshers)")
@@ -182,9 +199,10 @@ struct SharedStoreTests {
         // Node 0 starts an on-demand refresh (the caller's connection is then dropped).
         let caller = try fleet.client(0)
         try caller.send(Tokens.tokenCall(user: "alice", minValid: 600))
-        #expect(try await fleet.eventually(.seconds(5)) {
-            try fleet.status(1, "alice").credentials.first?["leaseHolder"] as? String == "node-0"
-        }, "node 1 sees node 0 holding the lease: \(fleet.logs)")
+        #expect(
+            try await fleet.eventually(.seconds(5)) {
+                try fleet.status(1, "alice").credentials.first?["leaseHolder"] as? String == "node-0"
+            }, "node 1 sees node 0 holding the lease: \(fleet.logs)")
         try await fleet.nodes[0].stop(signal: SIGKILL)
         // Node 1 needs a fresh token too: it waits for the lease to lapse, then refreshes itself.
         let reply = try fleet.client(1).call(Tokens.tokenCall(user: "alice", minValid: 600))
@@ -213,9 +231,10 @@ struct SharedStoreTests {
         #expect(try await fleet.eventually(.seconds(5)) { try fleet.client(1).call(Tokens.tokenCall(user: "alice")).accessToken == old })
         try await fleet.database.stop()
         // Both nodes notice and say so, and keep serving the still-valid token.
-        #expect(try await fleet.eventually(.seconds(10)) {
-            try (0..<2).allSatisfy { (try fleet.status($0).daemon["storeProblem"] as? String) != nil }
-        }, "status reports the store unavailable: \(fleet.logs)")
+        #expect(
+            try await fleet.eventually(.seconds(10)) {
+                try (0..<2).allSatisfy { (try fleet.status($0).daemon["storeProblem"] as? String) != nil }
+            }, "status reports the store unavailable: \(fleet.logs)")
         for index in 0..<2 {
             #expect(try fleet.client(index).call(Tokens.tokenCall(user: "alice")).accessToken == old)
         }
@@ -224,10 +243,11 @@ struct SharedStoreTests {
         #expect(try fleet.client(0).call(Tokens.tokenCall(user: "alice")).accessToken == old)
         try await fleet.database.start()
         // Refreshes resume: a new token, valid, on both nodes; the store is healthy again.
-        #expect(try await fleet.eventually(.seconds(20)) {
-            let tokens = try (0..<2).map { try fleet.client($0).call(Tokens.tokenCall(user: "alice")).accessToken }
-            return tokens[0] != nil && tokens[0] != old && tokens[0] == tokens[1]
-        }, "refreshed after the database came back: \(fleet.logs)")
+        #expect(
+            try await fleet.eventually(.seconds(20)) {
+                let tokens = try (0..<2).map { try fleet.client($0).call(Tokens.tokenCall(user: "alice")).accessToken }
+                return tokens[0] != nil && tokens[0] != old && tokens[0] == tokens[1]
+            }, "refreshed after the database came back: \(fleet.logs)")
         #expect(try await fleet.eventually(.seconds(10)) { try fleet.status(1).daemon["storeProblem"] == nil })
         #expect(try fleet.status(0, "alice").credentials.first?["state"] as? String == "valid")
         await fleet.stop()

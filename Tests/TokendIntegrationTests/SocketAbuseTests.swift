@@ -94,7 +94,10 @@ struct SocketAbuseTests {
         var sent = 0
         for byte in message {
             let n = [byte].withUnsafeBytes { Glibc.send(slowloris.fd, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { closed = true; break }
+            if n <= 0 {
+                closed = true
+                break
+            }
             sent += 1
             #expect(try bystander.call(Self.getInfo).errorName == nil, "others are served meanwhile")
             try await Task.sleep(for: .milliseconds(200))
@@ -121,7 +124,8 @@ struct SocketAbuseTests {
         let baseline = Self.residentKiB(pid)
         // Eight clients pipeline calls with large replies (the interface description) and never
         // read: each is sent as much as the daemon will take, up to 40,000 calls (about 4.5 MB).
-        let call = Array((#"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"io.tokend.TokenProvider"}}"# + "\0").utf8)
+        let call = Array(
+            (#"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"io.tokend.TokenProvider"}}"# + "\0").utf8)
         var hogs: [RawClient] = []
         var accepted: [Int] = []
         for _ in 0..<8 {

@@ -17,7 +17,9 @@ struct StoreFaultTests {
         // credential's event; the failure must plan a new one, or the token would never be
         // refreshed.
         let database = setup.daemon.stateDirectory + "/tokend.sqlite"
-        let lock = Task { try await runCommand("/usr/bin/sqlite3", [database, "BEGIN IMMEDIATE;", ".shell sleep 25", "ROLLBACK;"], timeout: .seconds(50)) }
+        let lock = Task {
+            try await runCommand("/usr/bin/sqlite3", [database, "BEGIN IMMEDIATE;", ".shell sleep 25", "ROLLBACK;"], timeout: .seconds(50))
+        }
         let deadline = ContinuousClock.now + .seconds(50)
         var status: [String: Any] = [:]
         while ContinuousClock.now < deadline {
@@ -28,7 +30,9 @@ struct StoreFaultTests {
         let locked = try await lock.value
         #expect(locked.status == 0, "the lock was held: \(locked.stderr)")
         #expect(setup.daemon.log.contains("recording a grant failed"), "the marker's write failed while the lock was held")
-        #expect((status["refreshCount"] as? Int ?? 0) >= 1 && status["state"] as? String == "valid", "refreshed after the lock was released: \(status)")
+        #expect(
+            (status["refreshCount"] as? Int ?? 0) >= 1 && status["state"] as? String == "valid",
+            "refreshed after the lock was released: \(status)")
         #expect(try client.call(Tokens.tokenCall(user: "alice")).accessToken != minted["access_token"] as? String)
         try await setup.stop()
     }

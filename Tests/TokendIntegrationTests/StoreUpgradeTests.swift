@@ -13,7 +13,8 @@ struct StoreUpgradeTests {
     /// A daemon directory holding a copy of the fixture `name` as its store.
     static func daemon(with name: String) throws -> DaemonProcess {
         let daemon = try DaemonProcess(configuration: configuration)
-        try FileManager.default.createDirectory(atPath: daemon.stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: daemon.stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         for file in ["tokend.sqlite", "tokend.key"] {
             try FileManager.default.copyItem(atPath: "\(fixtures)/\(name)/\(file)", toPath: "\(daemon.stateDirectory)/\(file)")
             chmod("\(daemon.stateDirectory)/\(file)", 0o600)
@@ -60,7 +61,11 @@ struct StoreUpgradeTests {
         let store = daemon.stateDirectory + "/tokend.sqlite"
         let result = try await runCommand(
             "/usr/bin/python3",
-            ["-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute(\"INSERT INTO grdb_migrations VALUES ('v9-from-the-future')\"); db.commit()", store])
+            [
+                "-c",
+                "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute(\"INSERT INTO grdb_migrations VALUES ('v9-from-the-future')\"); db.commit()",
+                store,
+            ])
         #expect(result.status == 0, "\(result)")
         await #expect(throws: (any Error).self) { try await daemon.start(timeout: .seconds(10)) }
         #expect(daemon.log.contains("written by a newer tokend"), "\(daemon.log.suffix(1500))")

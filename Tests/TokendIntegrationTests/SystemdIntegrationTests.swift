@@ -234,11 +234,13 @@ struct SystemdIntegrationTests {
                 .errorName == nil)
 
         let socketPath = daemon.socketPath
-        let caller = Task { try await onOwnThread { () throws -> (token: String?, error: String?) in
-            let waiting = try RawClient(path: socketPath)
-            let reply = try waiting.call(Tokens.tokenCall(user: "ex", minValid: 600))
-            return (reply.accessToken, reply.errorName)
-        } }
+        let caller = Task {
+            try await onOwnThread { () throws -> (token: String?, error: String?) in
+                let waiting = try RawClient(path: socketPath)
+                let reply = try waiting.call(Tokens.tokenCall(user: "ex", minValid: 600))
+                return (reply.accessToken, reply.errorName)
+            }
+        }
         // The refresh command has started (it records its call, then sleeps 2 s).
         let calls = directory.file("refresh.calls")
         let deadline = ContinuousClock.now + .seconds(10)
@@ -604,7 +606,8 @@ final class DatagramListener: Sendable {
                 for (shift, byte) in datagram[(end + 1)..<(end + 9)].enumerated() {
                     length |= UInt64(byte) << (8 * UInt64(shift))
                 }
-                let valueStart = end + 9, valueEnd = min(datagram.count, valueStart + Int(length))
+                let valueStart = end + 9
+                let valueEnd = min(datagram.count, valueStart + Int(length))
                 fields[name] = String(decoding: datagram[valueStart..<valueEnd], as: UTF8.self)
                 index = valueEnd + 1
             }

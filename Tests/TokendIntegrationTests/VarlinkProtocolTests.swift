@@ -21,12 +21,15 @@ struct VarlinkProtocolTests {
         let daemon = try DaemonProcess()
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
-        let reply = try client.call(#"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"io.tokend.TokenProvider"}}"#)
+        let reply = try client.call(
+            #"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"io.tokend.TokenProvider"}}"#)
         let file = try String(contentsOfFile: Repository.root + "/interfaces/io.tokend.TokenProvider.varlink", encoding: .utf8)
         #expect(reply.parameters["description"] as? String == file)
-        let service = try client.call(#"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"org.varlink.service"}}"#)
+        let service = try client.call(
+            #"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"org.varlink.service"}}"#)
         #expect((service.parameters["description"] as? String)?.contains("interface org.varlink.service") == true)
-        let missing = try client.call(#"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"com.example.Nope"}}"#)
+        let missing = try client.call(
+            #"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"com.example.Nope"}}"#)
         #expect(missing.errorName == "org.varlink.service.InterfaceNotFound")
         try await daemon.stop()
     }
@@ -38,11 +41,23 @@ struct VarlinkProtocolTests {
         let cases: [(String, String)] = [
             (#"{"method":"io.tokend.TokenProvider.Nope"}"#, "org.varlink.service.MethodNotFound"),
             (#"{"method":"com.example.Other.Method"}"#, "org.varlink.service.InterfaceNotFound"),
-            (#"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":42}}"#, "org.varlink.service.InvalidParameter"),
+            (
+                #"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":42}}"#,
+                "org.varlink.service.InvalidParameter"
+            ),
             (#"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{}}"#, "org.varlink.service.InvalidParameter"),
-            (#"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"a","minValidSeconds":"x"}}"#, "org.varlink.service.InvalidParameter"),
-            (#"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"nobody-here"}}"#, "io.tokend.TokenProvider.UnknownUser"),
-            (#"{"method":"io.tokend.TokenProvider.AddCredential","parameters":{"userIdentifier":"x","provider":"p"}}"#, "org.varlink.service.InvalidParameter"),
+            (
+                #"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"a","minValidSeconds":"x"}}"#,
+                "org.varlink.service.InvalidParameter"
+            ),
+            (
+                #"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"nobody-here"}}"#,
+                "io.tokend.TokenProvider.UnknownUser"
+            ),
+            (
+                #"{"method":"io.tokend.TokenProvider.AddCredential","parameters":{"userIdentifier":"x","provider":"p"}}"#,
+                "org.varlink.service.InvalidParameter"
+            ),
             (#"not json at all"#, "io.tokend.TokenProvider.InvalidMessage"),
             (#"[1,2,3]"#, "io.tokend.TokenProvider.InvalidMessage"),
             (#"{"parameters":{}}"#, "io.tokend.TokenProvider.InvalidMessage"),
@@ -54,7 +69,9 @@ struct VarlinkProtocolTests {
             #expect(reply.errorName == expected, "\(message)")
         }
         // Invalid UTF-8 inside a string.
-        try client.send(Array(#"{"method":"io.tokend.TokenProvider.Status","parameters":{"userIdentifier":""#.utf8) + [0xC3, 0x28] + Array(#""}}"#.utf8) + [0])
+        try client.send(
+            Array(#"{"method":"io.tokend.TokenProvider.Status","parameters":{"userIdentifier":""#.utf8) + [0xC3, 0x28] + Array(#""}}"#.utf8)
+                + [0])
         let utf8Reply = try RawClient.object(try #require(try client.receive()))
         #expect(utf8Reply.errorName == "io.tokend.TokenProvider.InvalidMessage")
         // Still served after all of that.
@@ -145,7 +162,8 @@ struct VarlinkProtocolTests {
         }
         // Pipelines thousands of calls and never reads a reply.
         let hog = try RawClient(path: daemon.socketPath)
-        let call = Array((#"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"io.tokend.TokenProvider"}}"# + "\0").utf8)
+        let call = Array(
+            (#"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"io.tokend.TokenProvider"}}"# + "\0").utf8)
         var flags = fcntl(hog.fd, F_GETFL)
         flags |= O_NONBLOCK
         _ = fcntl(hog.fd, F_SETFL, flags)
@@ -163,7 +181,8 @@ struct VarlinkProtocolTests {
     }
 
     @Test func connectionsBeyondTheLimitAreRefusedWithTheReason() async throws {
-        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration().replacingOccurrences(of: "max_connections = 64", with: "max_connections = 4"))
+        let daemon = try DaemonProcess(
+            configuration: DaemonProcess.configuration().replacingOccurrences(of: "max_connections = 64", with: "max_connections = 4"))
         try await daemon.start()
         // The start-up probe's connection holds a slot until the daemon sees it close.
         try await Task.sleep(for: .milliseconds(500))
@@ -185,7 +204,9 @@ struct VarlinkProtocolTests {
         let deadline = ContinuousClock.now + .seconds(10)
         while !served, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
-            if let again = try? RawClient(path: daemon.socketPath), let reply = try? again.call(#"{"method":"org.varlink.service.GetInfo"}"#) {
+            if let again = try? RawClient(path: daemon.socketPath),
+                let reply = try? again.call(#"{"method":"org.varlink.service.GetInfo"}"#)
+            {
                 served = reply.errorName == nil
             }
         }

@@ -31,7 +31,8 @@ struct WatchAndTokenFileTests {
         #expect(update.accessToken == second)
         #expect(update["continues"] as? Bool == true)
         // Removal ends the stream with an error.
-        #expect(try admin.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"w"}}"#).errorName == nil)
+        #expect(
+            try admin.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"w"}}"#).errorName == nil)
         let last = try RawClient.object(try #require(try watcher.receive()))
         #expect(last.errorName == "io.tokend.TokenProvider.UnknownUser")
         #expect(last["continues"] == nil)
@@ -86,12 +87,13 @@ struct WatchAndTokenFileTests {
     @Test func tokenFilesChangeAtomicallyWithTheConfiguredModeAndGoAwayOnRemoval() async throws {
         let directory = try ScratchDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("tokens"), withIntermediateDirectories: true)
-        let config = DaemonProcess.configuration() + """
+        let config =
+            DaemonProcess.configuration() + """
 
-            [token_files.filed]
-            path = "tokens/filed"
-            mode = "0640"
-            """
+                [token_files.filed]
+                path = "tokens/filed"
+                mode = "0640"
+                """
         let daemon = try DaemonProcess(configuration: config, directory: directory)
         try await daemon.start()
         let admin = try RawClient(path: daemon.socketPath)
@@ -106,15 +108,17 @@ struct WatchAndTokenFileTests {
 
         // A reader polling the file during 50 replacements only ever sees whole tokens.
         let stopReading = StopFlag()
-        let reader = Task { await onOwnThread { () -> [String] in
-            var seen: [String] = []
-            let end = ContinuousClock.now + .seconds(60)
-            // At least one read even if the thread first runs after it was told to stop (a loaded machine).
-            while seen.isEmpty || !stopReading.isRaised, ContinuousClock.now < end {
-                if let text = try? String(contentsOfFile: path, encoding: .utf8) { seen.append(text) }
+        let reader = Task {
+            await onOwnThread { () -> [String] in
+                var seen: [String] = []
+                let end = ContinuousClock.now + .seconds(60)
+                // At least one read even if the thread first runs after it was told to stop (a loaded machine).
+                while seen.isEmpty || !stopReading.isRaised, ContinuousClock.now < end {
+                    if let text = try? String(contentsOfFile: path, encoding: .utf8) { seen.append(text) }
+                }
+                return seen
             }
-            return seen
-        } }
+        }
         var latest = first
         for i in 1...50 {
             latest = Tokens.random("file\(i)-", length: 2000)
@@ -132,7 +136,9 @@ struct WatchAndTokenFileTests {
         #expect(!seen.isEmpty)
         #expect(seen.allSatisfy { written.contains($0) }, "a reader saw a partial or foreign file")
 
-        #expect(try admin.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"filed"}}"#).errorName == nil)
+        #expect(
+            try admin.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"filed"}}"#).errorName
+                == nil)
         try await Self.waitFor { !FileManager.default.fileExists(atPath: path) }
         // No leftovers beside it.
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("tokens")).isEmpty)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import TokendJSON
 
 /// Parses with Foundation's JSONSerialization (fragments allowed, as JSONParser accepts any value
@@ -75,13 +76,14 @@ struct FoundationAgreementTests {
     }
 
     /// Documents Foundation rejects; JSONParser must reject them too.
-    static let invalidDocuments: [[UInt8]] = [
-        "", " ", "01", "1.", "-", ".5", "+1", "1e", "0x10", "NaN", "Infinity", "tru", "nul", "[1 2]", "[1] x", "\"a\" \"b\"",
-        "{\"a\" 1}", "{'a':1}", "{a:1}", "[\"\\x\"]", "[\"\\u00\"]", "\"\\ud800\"", "\"\\udc00x\"", "1e400", "[", "{", "[\"\t\"]",
-        "\" \u{01} \"", "[-]", "[1e]",
-    ].map { Array($0.utf8) } + [
-        [0x22, 0xC3, 0x28, 0x22], [0x22, 0xFF, 0x22], [0x22, 0xC0, 0xAF, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22],
-    ]
+    static let invalidDocuments: [[UInt8]] =
+        [
+            "", " ", "01", "1.", "-", ".5", "+1", "1e", "0x10", "NaN", "Infinity", "tru", "nul", "[1 2]", "[1] x", "\"a\" \"b\"",
+            "{\"a\" 1}", "{'a':1}", "{a:1}", "[\"\\x\"]", "[\"\\u00\"]", "\"\\ud800\"", "\"\\udc00x\"", "1e400", "[", "{", "[\"\t\"]",
+            "\" \u{01} \"", "[-]", "[1e]",
+        ].map { Array($0.utf8) } + [
+            [0x22, 0xC3, 0x28, 0x22], [0x22, 0xFF, 0x22], [0x22, 0xC0, 0xAF, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22],
+        ]
 
     @Test(arguments: invalidDocuments)
     func rejectsWhatFoundationRejects(document: [UInt8]) {

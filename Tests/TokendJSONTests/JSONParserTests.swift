@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokendJSON
 
 /// Parses `text`, returning the error instead of throwing it (so tables can compare reasons).
@@ -84,8 +85,9 @@ struct JSONParserValueTests {
     @Test func parsesArrays() throws {
         #expect(try JSONParser.parse("[]") == .array([]))
         #expect(try JSONParser.parse(" [ ] ") == .array([]))
-        #expect(try JSONParser.parse(#"[1, "a", null, true, [false], {}]"#)
-            == .array([.int(1), .string("a"), .null, .bool(true), .array([.bool(false)]), .object([:])]))
+        #expect(
+            try JSONParser.parse(#"[1, "a", null, true, [false], {}]"#)
+                == .array([.int(1), .string("a"), .null, .bool(true), .array([.bool(false)]), .object([:])]))
     }
 
     @Test func parsesObjectsKeepingOrder() throws {
@@ -130,13 +132,13 @@ struct JSONParserEscapeTests {
     }
 
     @Test(arguments: [
-        #""\ud800""#,            // lone high surrogate at the end
-        #""\ud800x""#,           // high surrogate followed by a plain character
-        #""\udc00""#,            // lone low surrogate
-        #""\udfff\ud800""#,      // reversed pair
-        #""\ud800\u0041""#,      // high surrogate followed by a non-surrogate escape
-        #""\ud800\ud800""#,      // two high surrogates
-        #""\ud800\n""#,          // high surrogate followed by another escape
+        #""\ud800""#,  // lone high surrogate at the end
+        #""\ud800x""#,  // high surrogate followed by a plain character
+        #""\udc00""#,  // lone low surrogate
+        #""\udfff\ud800""#,  // reversed pair
+        #""\ud800\u0041""#,  // high surrogate followed by a non-surrogate escape
+        #""\ud800\ud800""#,  // two high surrogates
+        #""\ud800\n""#,  // high surrogate followed by another escape
     ])
     func loneSurrogatesAreRejected(json: String) {
         #expect(parseError(json)?.reason == .invalidEscape)
@@ -154,17 +156,18 @@ struct JSONParserEscapeTests {
 }
 
 struct JSONParserUTF8Tests {
-    @Test(arguments: [
-        [0xC3, 0x28],             // invalid continuation byte
-        [0xFF],                   // never valid in UTF-8
-        [0xFE],
-        [0xC0, 0xAF],             // overlong "/"
-        [0xE0, 0x80, 0xAF],       // overlong "/" in three bytes
-        [0xED, 0xA0, 0x80],       // a UTF-16 surrogate encoded in UTF-8
-        [0xF4, 0x90, 0x80, 0x80], // above U+10FFFF
-        [0xE2, 0x82],             // truncated sequence
-        [0x80],                   // lone continuation byte
-    ] as [[UInt8]])
+    @Test(
+        arguments: [
+            [0xC3, 0x28],  // invalid continuation byte
+            [0xFF],  // never valid in UTF-8
+            [0xFE],
+            [0xC0, 0xAF],  // overlong "/"
+            [0xE0, 0x80, 0xAF],  // overlong "/" in three bytes
+            [0xED, 0xA0, 0x80],  // a UTF-16 surrogate encoded in UTF-8
+            [0xF4, 0x90, 0x80, 0x80],  // above U+10FFFF
+            [0xE2, 0x82],  // truncated sequence
+            [0x80],  // lone continuation byte
+        ] as [[UInt8]])
     func invalidUTF8InStringsIsRejected(sequence: [UInt8]) {
         // Without escapes (fast path) and with an escape before it (slow path).
         let plain: [UInt8] = [0x22, 0x61] + sequence + [0x62, 0x22]
@@ -284,7 +287,9 @@ struct JSONParserStructureTests {
         #expect(parseError(text)?.reason == .unexpectedCharacter)
     }
 
-    @Test(arguments: ["01", "-01", "00", "1.", "-", "-a", ".5", "+1", "1e", "1e+", "1E-", "1.e5", "-.5", "0x10", "[01]", "[1.]", "[-]", "1.5e"])
+    @Test(arguments: [
+        "01", "-01", "00", "1.", "-", "-a", ".5", "+1", "1e", "1e+", "1E-", "1.e5", "-.5", "0x10", "[01]", "[1.]", "[-]", "1.5e",
+    ])
     func malformedNumbersAreRejected(text: String) {
         #expect(parseError(text) != nil)
     }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokendJSON
 
 /// SplitMix64: a tiny, seeded generator so the random tests are reproducible.
@@ -47,7 +48,11 @@ struct RandomJSON {
 
     mutating func double() -> Double {
         switch Int.random(in: 0..<3, using: &generator) {
-        case 0: return [0.0, -0.0, 0.1, 1.0, -1.5, 1e300, 1e-300, .leastNonzeroMagnitude, .greatestFiniteMagnitude, -.leastNormalMagnitude, 1e16, 123456.789]
+        case 0:
+            return [
+                0.0, -0.0, 0.1, 1.0, -1.5, 1e300, 1e-300, .leastNonzeroMagnitude, .greatestFiniteMagnitude, -.leastNormalMagnitude, 1e16,
+                123456.789,
+            ]
             .randomElement(using: &generator)!
         case 1: return Double(Int.random(in: -1_000_000...1_000_000, using: &generator)) / 1000
         default:
@@ -61,14 +66,15 @@ struct RandomJSON {
     mutating func string() -> String {
         var scalars = String.UnicodeScalarView()
         for _ in 0..<Int.random(in: 0...12, using: &generator) {
-            let range: ClosedRange<UInt32> = switch Int.random(in: 0..<6, using: &generator) {
-            case 0: 0x00...0x1F           // control characters
-            case 1: 0x20...0x7F           // ASCII, including '"', '\' and DEL
-            case 2: 0x80...0x7FF          // two-byte UTF-8
-            case 3: 0x800...0xD7FF        // three-byte UTF-8
-            case 4: 0xE000...0xFFFF       // three-byte UTF-8 above the surrogates
-            default: 0x10000...0x10FFFF   // astral, a surrogate pair when escaped
-            }
+            let range: ClosedRange<UInt32> =
+                switch Int.random(in: 0..<6, using: &generator) {
+                case 0: 0x00...0x1F  // control characters
+                case 1: 0x20...0x7F  // ASCII, including '"', '\' and DEL
+                case 2: 0x80...0x7FF  // two-byte UTF-8
+                case 3: 0x800...0xD7FF  // three-byte UTF-8
+                case 4: 0xE000...0xFFFF  // three-byte UTF-8 above the surrogates
+                default: 0x10000...0x10FFFF  // astral, a surrogate pair when escaped
+                }
             scalars.append(Unicode.Scalar(UInt32.random(in: range, using: &generator))!)
         }
         if Bool.random(using: &generator) { scalars.append(["\"", "\\", "\n", "/"].randomElement(using: &generator)!) }

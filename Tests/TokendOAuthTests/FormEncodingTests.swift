@@ -1,6 +1,7 @@
 import Testing
-@testable import TokendOAuth
 import TokendCore
+
+@testable import TokendOAuth
 
 struct FormEncodingTests {
     @Test(arguments: [
@@ -15,7 +16,9 @@ struct FormEncodingTests {
     }
 
     @Test func encodesFieldsInOrder() {
-        #expect(FormEncoding.encode([("grant_type", "refresh_token"), ("refresh_token", "a/b+c")]) == "grant_type=refresh_token&refresh_token=a%2Fb%2Bc")
+        #expect(
+            FormEncoding.encode([("grant_type", "refresh_token"), ("refresh_token", "a/b+c")])
+                == "grant_type=refresh_token&refresh_token=a%2Fb%2Bc")
     }
 
     @Test func basicAuthorizationFormEncodesBeforeBase64() {
@@ -27,11 +30,15 @@ struct FormEncodingTests {
     }
 
     @Test func discoveryDocumentsMustNameTheIssuerAskedFor() throws {
-        let body = Array(#"{"issuer":"https://idp.example.com/","token_endpoint":"https://idp.example.com/token","revocation_endpoint":"https://idp.example.com/revoke"}"#.utf8)
+        let body = Array(
+            #"{"issuer":"https://idp.example.com/","token_endpoint":"https://idp.example.com/token","revocation_endpoint":"https://idp.example.com/revoke"}"#
+                .utf8)
         let metadata = try OIDCDiscovery.parse(body, expectedIssuer: "https://idp.example.com")
         #expect(metadata.tokenEndpoint == "https://idp.example.com/token")
         #expect(metadata.revocationEndpoint == "https://idp.example.com/revoke")
         #expect(throws: DiscoveryError.self) { try OIDCDiscovery.parse(body, expectedIssuer: "https://evil.example.com") }
-        #expect(throws: DiscoveryError.self) { try OIDCDiscovery.parse(Array(#"{"issuer":"https://idp.example.com"}"#.utf8), expectedIssuer: "https://idp.example.com") }
+        #expect(throws: DiscoveryError.self) {
+            try OIDCDiscovery.parse(Array(#"{"issuer":"https://idp.example.com"}"#.utf8), expectedIssuer: "https://idp.example.com")
+        }
     }
 }

@@ -3,6 +3,7 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 import Testing
+
 @testable import TokendOAuth
 
 @Suite struct FormPostTargetTests {
@@ -67,7 +68,12 @@ import Testing
         func dropAll() async {
             for child in children.withLock({ $0 }) { try? await child.close() }
         }
-        func received(_ request: String) -> Int { state.withLock { $0.requests.append(request); return $0.requests.count } }
+        func received(_ request: String) -> Int {
+            state.withLock {
+                $0.requests.append(request)
+                return $0.requests.count
+            }
+        }
         var connections: Int { state.withLock { $0.connections } }
         var requests: [String] { state.withLock { $0.requests } }
     }
@@ -134,11 +140,17 @@ import Testing
                 context.close(promise: nil)
             case .respond(let status, let text, let chunks, let close, let retryAfter, let location):
                 var headers = HTTPHeaders([("Content-Type", "application/json")])
-                if chunks > 1 { headers.add(name: "Transfer-Encoding", value: "chunked") } else { headers.add(name: "Content-Length", value: String(text.utf8.count)) }
+                if chunks > 1 {
+                    headers.add(name: "Transfer-Encoding", value: "chunked")
+                } else {
+                    headers.add(name: "Content-Length", value: String(text.utf8.count))
+                }
                 if close { headers.add(name: "Connection", value: "close") }
                 if let retryAfter { headers.add(name: "Retry-After", value: retryAfter) }
                 if let location { headers.add(name: "Location", value: location) }
-                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
+                context.write(
+                    wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))),
+                    promise: nil)
                 let bytes = Array(text.utf8)
                 let size = max(1, (bytes.count + chunks - 1) / max(chunks, 1))
                 var start = 0
@@ -155,11 +167,14 @@ import Testing
 
     /// Deadlines are generous on purpose: at the start of the parallel suite a 2-core machine
     /// can leave a loop unscheduled for seconds, and these tests are not about timing.
-    static func post(_ client: FormPostClient, to url: String, timeout: TimeAmount = .seconds(30), limit: Int = 1024) async -> Result<FormPostResponse, FormPostFailure> {
+    static func post(_ client: FormPostClient, to url: String, timeout: TimeAmount = .seconds(30), limit: Int = 1024) async -> Result<
+        FormPostResponse, FormPostFailure
+    > {
         do {
-            return .success(try await client.post(
-                url: url, headers: [("Accept", "application/json")], body: "grant_type=refresh_token&refresh_token=rt-1",
-                caFile: nil, maximumBodyBytes: limit, deadline: .now() + timeout))
+            return .success(
+                try await client.post(
+                    url: url, headers: [("Accept", "application/json")], body: "grant_type=refresh_token&refresh_token=rt-1",
+                    caFile: nil, maximumBodyBytes: limit, deadline: .now() + timeout))
         } catch {
             return .failure(error)
         }
@@ -178,7 +193,8 @@ import Testing
             #expect(response.status == 200 && String(decoding: response.body, as: UTF8.self) == #"{"access_token":"a\#(n)"}"#)
         }
         #expect(server.recorder.connections == 1, "one connection carried all three")
-        #expect(server.recorder.requests.first == "POST /o/token/ host=127.0.0.1:\(server.port) grant_type=refresh_token&refresh_token=rt-1")
+        #expect(
+            server.recorder.requests.first == "POST /o/token/ host=127.0.0.1:\(server.port) grant_type=refresh_token&refresh_token=rt-1")
         #expect(client.idleConnectionCount == 1)
         await client.shutdown()
         try await server.close()

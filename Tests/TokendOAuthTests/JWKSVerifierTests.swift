@@ -1,9 +1,9 @@
 import Crypto
 import Foundation
+import Testing
 import TokendCore
 import TokendJSON
 import TokendOAuth
-import Testing
 
 /// The JWKS verifier against a real HTTP server (python's http.server on 127.0.0.1) serving a
 /// key set the test rewrites, with tokens signed by keys the test generates.
@@ -20,13 +20,17 @@ struct JWKSVerifierTests {
         }
 
         func serve(_ keys: [(kid: String, key: P256.Signing.PrivateKey)]) throws {
-            let jwks: JSONValue = .object(["keys": .array(keys.map { entry in
-                let raw = Array(entry.key.publicKey.x963Representation)  // 0x04 || x || y
-                return .object([
-                    "kty": .string("EC"), "crv": .string("P-256"), "kid": .string(entry.kid), "alg": .string("ES256"), "use": .string("sig"),
-                    "x": .string(Base64URL.encode(raw[1...32])), "y": .string(Base64URL.encode(raw[33...64])),
-                ])
-            })])
+            let jwks: JSONValue = .object([
+                "keys": .array(
+                    keys.map { entry in
+                        let raw = Array(entry.key.publicKey.x963Representation)  // 0x04 || x || y
+                        return .object([
+                            "kty": .string("EC"), "crv": .string("P-256"), "kid": .string(entry.kid), "alg": .string("ES256"),
+                            "use": .string("sig"),
+                            "x": .string(Base64URL.encode(raw[1...32])), "y": .string(Base64URL.encode(raw[33...64])),
+                        ])
+                    })
+            ])
             try JSONWriter.string(jwks).write(toFile: directory + "/jwks.json", atomically: true, encoding: .utf8)
         }
 
@@ -68,7 +72,8 @@ struct JWKSVerifierTests {
     static func token(kid: String, key: P256.Signing.PrivateKey, iss: String = "https://idp.example") throws -> String {
         func part(_ object: JSONObject) -> String { Base64URL.encode(Array(JSONWriter.string(.object(object)).utf8)) }
         let now = Int64(Date().timeIntervalSince1970)
-        let input = part(["alg": .string("ES256"), "kid": .string(kid), "typ": .string("JWT")]) + "."
+        let input =
+            part(["alg": .string("ES256"), "kid": .string(kid), "typ": .string("JWT")]) + "."
             + part(["iss": .string(iss), "aud": .string("client"), "exp": .int(now + 600), "iat": .int(now)])
         let signature = try key.signature(for: Array(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)
@@ -79,7 +84,8 @@ struct JWKSVerifierTests {
     @Test func verifiesAndRefetchesOnAnUnknownKeyAtMostOncePerInterval() async throws {
         let server = try KeyServer()
         defer { server.stop() }
-        let k1 = P256.Signing.PrivateKey(), k2 = P256.Signing.PrivateKey()
+        let k1 = P256.Signing.PrivateKey()
+        let k2 = P256.Signing.PrivateKey()
         try server.serve([("k1", k1)])
         try await server.start()
         let pool = HTTPClientPool()
@@ -111,7 +117,8 @@ struct JWKSVerifierTests {
     @Test func badSignaturesAndClaimsAreRefused() async throws {
         let server = try KeyServer()
         defer { server.stop() }
-        let k1 = P256.Signing.PrivateKey(), other = P256.Signing.PrivateKey()
+        let k1 = P256.Signing.PrivateKey()
+        let other = P256.Signing.PrivateKey()
         try server.serve([("k1", k1)])
         try await server.start()
         let pool = HTTPClientPool()
@@ -121,7 +128,8 @@ struct JWKSVerifierTests {
             _ = try await verifier.verify(try Self.token(kid: "k1", key: other), expectations: Self.expectations, now: now)
         }
         await #expect(throws: LoginError.self) {
-            _ = try await verifier.verify(try Self.token(kid: "k1", key: k1, iss: "https://evil.example"), expectations: Self.expectations, now: now)
+            _ = try await verifier.verify(
+                try Self.token(kid: "k1", key: k1, iss: "https://evil.example"), expectations: Self.expectations, now: now)
         }
         await pool.shutdown()
     }

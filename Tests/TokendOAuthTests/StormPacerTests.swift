@@ -3,20 +3,33 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+
 @testable import TokendOAuth
 
 @Suite struct PacingStateTests {
     @Test func napsRunWhileStormRequestsAreOutstandingAndEndWithTheLast() {
         var state = PacingState()
-        do { let nap = state.nextNap(); #expect(nap == nil) }
+        do {
+            let nap = state.nextNap()
+            #expect(nap == nil)
+        }
         state.requestStarted(interval: .milliseconds(50))
         state.requestStarted(interval: .milliseconds(50))
         #expect(state.outstanding == 2)
-        do { let nap = state.nextNap(); #expect(nap == .milliseconds(50)) }
+        do {
+            let nap = state.nextNap()
+            #expect(nap == .milliseconds(50))
+        }
         state.requestFinished()
-        do { let nap = state.nextNap(); #expect(nap == .milliseconds(50)) }
+        do {
+            let nap = state.nextNap()
+            #expect(nap == .milliseconds(50))
+        }
         state.requestFinished()
-        do { let nap = state.nextNap(); #expect(nap == nil) }
+        do {
+            let nap = state.nextNap()
+            #expect(nap == nil)
+        }
     }
 
     @Test func theShortestIntervalAskedForWinsUntilTheStormEnds() {
@@ -24,11 +37,20 @@ import Testing
         state.requestStarted(interval: .milliseconds(50))
         state.requestStarted(interval: .milliseconds(20))
         state.requestStarted(interval: .milliseconds(80))
-        do { let nap = state.nextNap(); #expect(nap == .milliseconds(20)) }
+        do {
+            let nap = state.nextNap()
+            #expect(nap == .milliseconds(20))
+        }
         for _ in 0..<3 { state.requestFinished() }
-        do { let nap = state.nextNap(); #expect(nap == nil) }
+        do {
+            let nap = state.nextNap()
+            #expect(nap == nil)
+        }
         state.requestStarted(interval: .milliseconds(80))
-        do { let nap = state.nextNap(); #expect(nap == .milliseconds(80)) }
+        do {
+            let nap = state.nextNap()
+            #expect(nap == .milliseconds(80))
+        }
     }
 
     @Test func moreFinishesThanStartsDoNotGoBelowZero() {

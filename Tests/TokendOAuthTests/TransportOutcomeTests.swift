@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import TokendConfig
 import TokendCore
+
 @testable import TokendOAuth
 
 /// A grant whose request fails in transport: `.transient` when nothing can have reached the
@@ -14,7 +15,12 @@ import TokendCore
     /// request has arrived. Counts the bytes it received.
     final class ByteCount: Sendable {
         private let count = Mutex(0)
-        func add(_ bytes: Int) -> Int { count.withLock { $0 += bytes; return $0 } }
+        func add(_ bytes: Int) -> Int {
+            count.withLock {
+                $0 += bytes
+                return $0
+            }
+        }
         var value: Int { count.withLock { $0 } }
     }
 
@@ -64,7 +70,8 @@ import TokendCore
         let client = TokenEndpointClient(pool: pool)
         let outcome = await client.refresh(
             endpoint: "http://127.0.0.1:\(port)/o/token/",
-            settings: OAuth2Settings(clientID: "tokend-test", clientSecret: SecretString("s3cr3t"), clientAuthentication: .clientSecretBasic),
+            settings: OAuth2Settings(
+                clientID: "tokend-test", clientSecret: SecretString("s3cr3t"), clientAuthentication: .clientSecretBasic),
             refreshToken: SecretString("rt-that-must-not-leak"), now: { Timestamp(secondsSince1970: 1_800_000_000) }
         )
         await pool.shutdown()

@@ -34,9 +34,12 @@ import TokendPostgres
         #expect(ChangeNotification.parse("C D 7 svc-backup") == .credentialRemoved(userIdentifier: "svc-backup", generation: 7))
         #expect(
             ChangeNotification.parse("L 9 1700000000000 node-a alice")
-                == .lease(userIdentifier: "alice", holder: "node-a", fencing: 9, expiresAt: Timestamp(millisecondsSince1970: 1_700_000_000_000))
+                == .lease(
+                    userIdentifier: "alice", holder: "node-a", fencing: 9, expiresAt: Timestamp(millisecondsSince1970: 1_700_000_000_000))
         )
-        #expect(ChangeNotification.parse("L 10 5 - alice") == .lease(userIdentifier: "alice", holder: nil, fencing: 10, expiresAt: Timestamp(millisecondsSince1970: 5)))
+        #expect(
+            ChangeNotification.parse("L 10 5 - alice")
+                == .lease(userIdentifier: "alice", holder: nil, fencing: 10, expiresAt: Timestamp(millisecondsSince1970: 5)))
     }
 
     @Test(arguments: ["", "C", "C U x alice", "C X 1 alice", "C U 1 ", "L 1 2 node", "L a 2 n u", "Z 1 2 3 4", "C U 1"])

@@ -55,7 +55,9 @@ struct PostgresCredentialStoreTests {
             let updated = try await store.update(next, expectedGeneration: loaded.generation)
             #expect(updated.generation > bob.generation)
             // A writer that read the old generation loses.
-            await #expect(throws: StorageError(code: .conflict, message: "")) { try await store.update(next, expectedGeneration: loaded.generation) }
+            await #expect(throws: StorageError(code: .conflict, message: "")) {
+                try await store.update(next, expectedGeneration: loaded.generation)
+            }
             var status = updated.status
             status.state = .refreshing
             let marked = try await store.updateStatus(userIdentifier: "alice", status: status, expectedGeneration: updated.generation)
@@ -81,7 +83,8 @@ struct PostgresCredentialStoreTests {
     @Test func tokensAreSealedAtRestAndNeedTheSameMasterKey() async throws {
         try await withServer { server in
             let store = try await Fixture.open(server, node: "a")
-            _ = try await store.insert(Fixture.credential("alice", access: "plain-access-token-xyz", refresh: "plain-refresh-token-xyz"), replacing: false)
+            _ = try await store.insert(
+                Fixture.credential("alice", access: "plain-access-token-xyz", refresh: "plain-refresh-token-xyz"), replacing: false)
             let dump = try await server.psql("SELECT encode(access_token, 'hex') || encode(refresh_token, 'hex') FROM tokend_credentials")
             let rawDump = try await server.psql("SELECT access_token::text || refresh_token::text FROM tokend_credentials")
             for secret in ["plain-access-token-xyz", "plain-refresh-token-xyz"] {

@@ -16,17 +16,32 @@ struct RefreshLeaseTests {
         try await withServer { server in
             let a = coordination(try await Fixture.open(server, node: "a"))
             let b = coordination(try await Fixture.open(server, node: "b"))
-            guard case .granted(let first) = await a.acquireLease("alice") else { Issue.record("a got no lease"); return }
+            guard case .granted(let first) = await a.acquireLease("alice") else {
+                Issue.record("a got no lease")
+                return
+            }
             #expect(first.holder == "a")
-            guard case .heldElsewhere(let holder, let expiresAt) = await b.acquireLease("alice") else { Issue.record("b got the lease too"); return }
+            guard case .heldElsewhere(let holder, let expiresAt) = await b.acquireLease("alice") else {
+                Issue.record("b got the lease too")
+                return
+            }
             #expect(holder == "a")
             #expect(expiresAt == first.expiresAt)
             // Nor may a take it twice (a second grant on the same node waits like any other).
-            guard case .heldElsewhere = await a.acquireLease("alice") else { Issue.record("a got it twice"); return }
+            guard case .heldElsewhere = await a.acquireLease("alice") else {
+                Issue.record("a got it twice")
+                return
+            }
             // Other credentials are independent.
-            guard case .granted = await b.acquireLease("bob") else { Issue.record("bob's lease was blocked"); return }
+            guard case .granted = await b.acquireLease("bob") else {
+                Issue.record("bob's lease was blocked")
+                return
+            }
             await a.releaseLease(first)
-            guard case .granted(let second) = await b.acquireLease("alice") else { Issue.record("b got no lease after release"); return }
+            guard case .granted(let second) = await b.acquireLease("alice") else {
+                Issue.record("b got no lease after release")
+                return
+            }
             #expect(second.fencing > first.fencing)
             #expect(try await server.psql("SELECT holder FROM tokend_leases WHERE user_identifier = 'alice'") == "b")
             try await a.store.close()
@@ -56,16 +71,25 @@ struct RefreshLeaseTests {
         try await withServer { server in
             let aStore = try await Fixture.open(server, node: "a", leaseMilliseconds: 1_000)
             let bStore = try await Fixture.open(server, node: "b", leaseMilliseconds: 1_000)
-            let a = coordination(aStore), b = coordination(bStore)
+            let a = coordination(aStore)
+            let b = coordination(bStore)
             let stored = try await aStore.insert(Fixture.credential("alice", access: "v1"), replacing: false)
-            guard case .granted = await a.acquireLease("alice") else { Issue.record("a got no lease"); return }
+            guard case .granted = await a.acquireLease("alice") else {
+                Issue.record("a got no lease")
+                return
+            }
             // a stalls past its lease; b takes over.
             try await Task.sleep(for: .milliseconds(1_300))
-            guard case .granted = await b.acquireLease("alice") else { Issue.record("b could not take over an expired lease"); return }
+            guard case .granted = await b.acquireLease("alice") else {
+                Issue.record("b could not take over an expired lease")
+                return
+            }
             // a's write, even with the right generation, is fenced off.
             var stale = stored
             stale.accessToken = SecretString("v2-from-stale-a")
-            await #expect(throws: StorageError(code: .conflict, message: "")) { try await aStore.update(stale, expectedGeneration: stored.generation) }
+            await #expect(throws: StorageError(code: .conflict, message: "")) {
+                try await aStore.update(stale, expectedGeneration: stored.generation)
+            }
             var fresh = stored
             fresh.accessToken = SecretString("v2-from-b")
             _ = try await bStore.update(fresh, expectedGeneration: stored.generation)
@@ -82,17 +106,23 @@ struct RefreshLeaseTests {
             let seen = Mutex<[String]>([])
             let reconciled = Mutex(0)
             let feed = Task {
-                await reader.run(handlers: ChangeHandlers(
-                    credentialChanged: { user, generation in seen.withLock { $0.append("\(user) \(generation.map(String.init) ?? "removed")") } },
-                    reconcile: { _ in reconciled.withLock { $0 += 1 } }
-                ))
+                await reader.run(
+                    handlers: ChangeHandlers(
+                        credentialChanged: { user, generation in
+                            seen.withLock { $0.append("\(user) \(generation.map(String.init) ?? "removed")") }
+                        },
+                        reconcile: { _ in reconciled.withLock { $0 += 1 } }
+                    ))
             }
             // Wait until the listener is up (its first reconciliation).
             for _ in 0..<200 where reconciled.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(25)) }
             #expect(reconciled.withLock { $0 } > 0)
             let stored = try await writer.insert(Fixture.credential("alice"), replacing: false)
             let writerLeases = coordination(writer)
-            guard case .granted(let lease) = await writerLeases.acquireLease("alice") else { Issue.record("no lease"); return }
+            guard case .granted(let lease) = await writerLeases.acquireLease("alice") else {
+                Issue.record("no lease")
+                return
+            }
             // The reader learns who holds the lease.
             for _ in 0..<200 where reader.leaseHolders()["alice"] == nil { try await Task.sleep(for: .milliseconds(25)) }
             #expect(reader.leaseHolders()["alice"]?.holder == "writer")
@@ -126,7 +156,10 @@ struct RefreshLeaseTests {
             try await server.stop()
             await #expect(throws: StorageError(code: .database, message: "")) { try await store.load(userIdentifier: "alice") }
             #expect(!leases.health().isAvailable)
-            guard case .unavailable(let reason) = await leases.acquireLease("alice") else { Issue.record("a lease without a database"); return }
+            guard case .unavailable(let reason) = await leases.acquireLease("alice") else {
+                Issue.record("a lease without a database")
+                return
+            }
             #expect(!reason.contains(PostgresServer.password))
             try await server.start()
             var loaded: Credential?

@@ -16,7 +16,8 @@ struct SharedStoreBenchmark {
     static func grantWrites(_ store: PostgresCredentialStore, _ user: String) async throws {
         guard var credential = try await store.load(userIdentifier: user) else { return }
         credential.status.state = .refreshing
-        credential.generation = try await store.updateStatus(userIdentifier: user, status: credential.status, expectedGeneration: credential.generation)
+        credential.generation = try await store.updateStatus(
+            userIdentifier: user, status: credential.status, expectedGeneration: credential.generation)
         credential.accessToken = SecretString("access-\(UInt64.random(in: 0..<UInt64.max))")
         credential.status.state = .valid
         credential.status.refreshCount += 1
@@ -38,12 +39,15 @@ struct SharedStoreBenchmark {
 
             // Sequential latency, one node: the grant's writes alone, then inside a lease.
             let rounds = 400
-            var plain: [Double] = [], leased: [Double] = []
+            var plain: [Double] = []
+            var leased: [Double] = []
             for round in 0..<rounds {
                 let user = "user\(round % credentials)"
                 var start = ContinuousClock.now
                 try await Self.grantWrites(stores[0], user)
-                plain.append(Double((ContinuousClock.now - start).components.attoseconds) / 1e15 + Double((ContinuousClock.now - start).components.seconds) * 1000)
+                plain.append(
+                    Double((ContinuousClock.now - start).components.attoseconds) / 1e15 + Double(
+                        (ContinuousClock.now - start).components.seconds) * 1000)
                 start = ContinuousClock.now
                 guard case .granted(let lease) = await nodes[0].acquireLease(user) else { continue }
                 try await Self.grantWrites(stores[0], user)
@@ -54,7 +58,8 @@ struct SharedStoreBenchmark {
 
             // Throughput: three nodes, eight workers each, all competing for the same credentials.
             let duration = Duration.seconds(10)
-            let granted = Counter(), refused = Counter()
+            let granted = Counter()
+            let refused = Counter()
             let allStores = stores
             let end = ContinuousClock.now + duration
             await withTaskGroup(of: Void.self) { group in
@@ -82,7 +87,10 @@ struct SharedStoreBenchmark {
                 ("grant writes alone, p99 (ms)", String(format: "%.2f", Self.percentile(plain, 0.99))),
                 ("with lease take + release, median (ms)", String(format: "%.2f", Self.percentile(leased, 0.5))),
                 ("with lease take + release, p99 (ms)", String(format: "%.2f", Self.percentile(leased, 0.99))),
-                ("added latency per grant, median (ms)", String(format: "%.2f", Self.percentile(leased, 0.5) - Self.percentile(plain, 0.5))),
+                (
+                    "added latency per grant, median (ms)",
+                    String(format: "%.2f", Self.percentile(leased, 0.5) - Self.percentile(plain, 0.5))
+                ),
                 ("coordinated grants/s (3 nodes x 8 workers)", String(format: "%.0f", perSecond)),
                 ("lease requests refused (held elsewhere)", "\(refused.value)"),
             ]
@@ -97,7 +105,8 @@ struct SharedStoreBenchmark {
                     "coordinated_grants_per_second": perSecond, "nodes": 3, "workers_per_node": 8,
                     "refused_lease_requests": refused.value,
                 ]
-                try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys]).write(to: URL(fileURLWithPath: path))
+                try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys]).write(
+                    to: URL(fileURLWithPath: path))
             }
             for store in stores { try await store.close() }
         }

@@ -1,10 +1,11 @@
+import Testing
 import TokendJSON
 import TokendProtocol
-import Testing
 
 struct LoginMessagesTests {
     @Test func beginLoginRoundTrips() throws {
-        let request = BeginLoginRequest(userIdentifier: "alice", provider: "idp", flow: .code, redirectPort: 8123, readers: ["uid:1"], replace: true)
+        let request = BeginLoginRequest(
+            userIdentifier: "alice", provider: "idp", flow: .code, redirectPort: 8123, readers: ["uid:1"], replace: true)
         #expect(try BeginLoginRequest(json: request.json) == request)
         let minimal = BeginLoginRequest(userIdentifier: "alice", provider: "idp")
         #expect(try BeginLoginRequest(json: minimal.json) == minimal)
@@ -20,7 +21,8 @@ struct LoginMessagesTests {
     }
 
     @Test func challengeRoundTrips() throws {
-        let challenge = LoginChallenge(loginID: "L", flow: .device, verificationURI: "https://i/d", userCode: "U", startedAt: 1, expiresAt: 2, interval: 5)
+        let challenge = LoginChallenge(
+            loginID: "L", flow: .device, verificationURI: "https://i/d", userCode: "U", startedAt: 1, expiresAt: 2, interval: 5)
         #expect(try LoginChallenge(json: challenge.json) == challenge)
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokendJSON
+
 @testable import TokendProtocol
 
 /// Runs `body` and returns the `VarlinkError` it throws, if any.
@@ -91,8 +92,9 @@ struct ParameterReaderTests {
 }
 
 struct CredentialsMessageTests {
-    let full = Credentials(userIdentifier: "alice", accessToken: "eyJhbGciOi.secret-token.sig", tokenType: "Bearer",
-                           expiresAt: 1_700_003_600, issuedAt: 1_700_000_000, scope: "read write")
+    let full = Credentials(
+        userIdentifier: "alice", accessToken: "eyJhbGciOi.secret-token.sig", tokenType: "Bearer",
+        expiresAt: 1_700_003_600, issuedAt: 1_700_000_000, scope: "read write")
 
     @Test func descriptionNeverContainsTheToken() {
         #expect(!full.description.contains("secret-token"))
@@ -103,15 +105,18 @@ struct CredentialsMessageTests {
     }
 
     @Test func addCredentialRequestDescriptionNeverContainsTokens() {
-        let request = AddCredentialRequest(userIdentifier: "alice", provider: "example", accessToken: "access-secret",
-                                           refreshToken: "refresh-secret")
+        let request = AddCredentialRequest(
+            userIdentifier: "alice", provider: "example", accessToken: "access-secret",
+            refreshToken: "refresh-secret")
         #expect(!"\(request)".contains("access-secret"))
         #expect(!"\(request)".contains("refresh-secret"))
         #expect("\(request)".contains("alice"))
     }
 
     @Test(arguments: [
-        Credentials(userIdentifier: "alice", accessToken: "t", tokenType: "Bearer", expiresAt: 1_700_003_600, issuedAt: 1_700_000_000, scope: "read write"),
+        Credentials(
+            userIdentifier: "alice", accessToken: "t", tokenType: "Bearer", expiresAt: 1_700_003_600, issuedAt: 1_700_000_000,
+            scope: "read write"),
         Credentials(userIdentifier: "svc-backup", accessToken: "opaque", tokenType: "DPoP", expiresAt: 0),
     ])
     func roundTrips(credentials: Credentials) throws {
@@ -120,8 +125,10 @@ struct CredentialsMessageTests {
     }
 
     @Test func wireShape() {
-        #expect(JSONWriter.string(.object(full.json))
-            == #"{"userIdentifier":"alice","accessToken":"eyJhbGciOi.secret-token.sig","tokenType":"Bearer","expiresAt":1700003600,"issuedAt":1700000000,"scope":"read write"}"#)
+        #expect(
+            JSONWriter.string(.object(full.json))
+                == #"{"userIdentifier":"alice","accessToken":"eyJhbGciOi.secret-token.sig","tokenType":"Bearer","expiresAt":1700003600,"issuedAt":1700000000,"scope":"read write"}"#
+        )
         let minimal = Credentials(userIdentifier: "u", accessToken: "t", tokenType: "Bearer", expiresAt: 5)
         #expect(minimal.json.keys == ["userIdentifier", "accessToken", "tokenType", "expiresAt"])
     }
@@ -138,8 +145,9 @@ struct CredentialsMessageTests {
 
 struct StatusMessageTests {
     static let daemons = [
-        DaemonStatus(version: "1.2.3", startedAt: 1_700_000_000, credentials: 10, valid: 5, refreshing: 1, retrying: 2,
-                     reauthenticationRequired: 1, expired: 1, nextRefreshAt: 1_700_000_600),
+        DaemonStatus(
+            version: "1.2.3", startedAt: 1_700_000_000, credentials: 10, valid: 5, refreshing: 1, retrying: 2,
+            reauthenticationRequired: 1, expired: 1, nextRefreshAt: 1_700_000_600),
         DaemonStatus(version: "0.0.1-dev", startedAt: 0),
     ]
 
@@ -159,11 +167,13 @@ struct StatusMessageTests {
     }
 
     static let credentials = [
-        CredentialStatus(userIdentifier: "alice", provider: "example", state: "valid", expiresAt: 1_700_003_600, issuedAt: 1_700_000_000,
-                         sessionStartedAt: 1_699_000_000, sessionEndsAt: 1_702_000_000, nextRefreshAt: 1_700_002_880,
-                         lastRefreshAt: 1_700_000_000, refreshCount: 17, lastError: "HTTP 503 from the token endpoint",
-                         readers: ["uid:1000", "group:backup"], enrolledByUid: 1000),
-        CredentialStatus(userIdentifier: "bob", provider: "p", state: "reauthentication_required", expiresAt: 1, issuedAt: 0, sessionStartedAt: 0),
+        CredentialStatus(
+            userIdentifier: "alice", provider: "example", state: "valid", expiresAt: 1_700_003_600, issuedAt: 1_700_000_000,
+            sessionStartedAt: 1_699_000_000, sessionEndsAt: 1_702_000_000, nextRefreshAt: 1_700_002_880,
+            lastRefreshAt: 1_700_000_000, refreshCount: 17, lastError: "HTTP 503 from the token endpoint",
+            readers: ["uid:1000", "group:backup"], enrolledByUid: 1000),
+        CredentialStatus(
+            userIdentifier: "bob", provider: "p", state: "reauthentication_required", expiresAt: 1, issuedAt: 0, sessionStartedAt: 0),
     ]
 
     @Test(arguments: credentials)
@@ -174,7 +184,11 @@ struct StatusMessageTests {
 
     @Test func credentialStatusOptionalsAreLeftOut() {
         let keys = Set(Self.credentials[1].json.keys)
-        #expect(keys == ["userIdentifier", "provider", "state", "expiresAt", "issuedAt", "sessionStartedAt", "refreshCount", "readers", "enrolledByUid"])
+        #expect(
+            keys == [
+                "userIdentifier", "provider", "state", "expiresAt", "issuedAt", "sessionStartedAt", "refreshCount", "readers",
+                "enrolledByUid",
+            ])
     }
 
     @Test func credentialStatusDefaultsForOmittedCounters() throws {
@@ -197,8 +211,9 @@ struct StatusMessageTests {
 
 struct AddCredentialRequestTests {
     static let requests = [
-        AddCredentialRequest(userIdentifier: "alice", provider: "example", accessToken: "a", refreshToken: "r", tokenType: "Bearer",
-                             expiresIn: 3600, scope: "read", readers: ["uid:1000", "group:backup"], replace: true),
+        AddCredentialRequest(
+            userIdentifier: "alice", provider: "example", accessToken: "a", refreshToken: "r", tokenType: "Bearer",
+            expiresIn: 3600, scope: "read", readers: ["uid:1000", "group:backup"], replace: true),
         AddCredentialRequest(userIdentifier: "bob", provider: "example", accessToken: "a"),
         AddCredentialRequest(userIdentifier: "carol", provider: "example", accessToken: "a", readers: []),
     ]
@@ -251,7 +266,8 @@ struct InterfaceDefinitionTests {
         #expect(!bytes.isEmpty)
         if embedded != bytes {
             let common = zip(embedded, bytes).prefix(while: { $0 == $1 }).count
-            Issue.record("""
+            Issue.record(
+                """
                 TokenProviderInterface.description differs from \(file.path) at byte \(common) \
                 (embedded \(embedded.count) bytes, file \(bytes.count) bytes); run scripts/embed-interface.sh
                 """)
@@ -281,8 +297,10 @@ struct InterfaceDefinitionTests {
     }
 
     @Test func serviceInterfaceDeclaresItsErrors() {
-        for error in [VarlinkError.interfaceNotFound("x"), .methodNotFound("x"), .methodNotImplemented("x"), .invalidParameter("x"),
-                      .servicePermissionDenied, .expectedMore] {
+        for error in [
+            VarlinkError.interfaceNotFound("x"), .methodNotFound("x"), .methodNotImplemented("x"), .invalidParameter("x"),
+            .servicePermissionDenied, .expectedMore,
+        ] {
             let member = VarlinkCall(method: error.name).memberName
             #expect(VarlinkServiceInterface.description.contains("\nerror \(member) ("), "\(error.name)")
         }

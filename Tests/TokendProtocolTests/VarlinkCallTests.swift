@@ -1,5 +1,6 @@
 import Testing
 import TokendJSON
+
 @testable import TokendProtocol
 
 func decodeCall(_ json: String) throws(VarlinkDecodingError) -> VarlinkCall {
@@ -17,7 +18,8 @@ func callError(_ json: String) -> VarlinkDecodingError? {
 
 struct VarlinkCallDecodeTests {
     @Test func decodesAValidCall() throws {
-        let call = try decodeCall(#"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"alice","minValidSeconds":60}}"#)
+        let call = try decodeCall(
+            #"{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"alice","minValidSeconds":60}}"#)
         #expect(call.method == "io.tokend.TokenProvider.ProvideTokenReplacement")
         #expect(call.parameters == ["userIdentifier": .string("alice"), "minValidSeconds": .int(60)])
         #expect(!call.oneway && !call.more && !call.upgrade)
@@ -85,7 +87,8 @@ struct VarlinkCallDecodeTests {
 
     @Test(arguments: [
         "Foo", "a.b", ".x.Y", "a..b.C", "io.tokend.TokenProvider.lower", "", ".", "a.B", "a.b.", "a.b.C.", "io.tokend.TokenProvider.",
-        "io tokend.TokenProvider.Status", "io.tokend.TokenProvider.Sta tus", "io.tokend.TokenProvider.Stätus", "io.tökend.TokenProvider.Status",
+        "io tokend.TokenProvider.Status", "io.tokend.TokenProvider.Sta tus", "io.tokend.TokenProvider.Stätus",
+        "io.tökend.TokenProvider.Status",
         "io.tokend.TokenProvider.1Status", "io.tokend.TokenProvider._Status", "io.tokend/x.TokenProvider.Status",
     ])
     func invalidMethodNames(method: String) {
@@ -125,8 +128,9 @@ struct VarlinkCallEncodeTests {
 
     @Test func encodesOnlyWhatIsSet() {
         #expect(encoded(VarlinkCall(method: "a.b.C")) == #"{"method":"a.b.C"}"#)
-        #expect(encoded(VarlinkCall(method: "a.b.C", parameters: ["x": .int(1)], oneway: true, more: true, upgrade: true))
-            == #"{"method":"a.b.C","parameters":{"x":1},"oneway":true,"more":true,"upgrade":true}"#)
+        #expect(
+            encoded(VarlinkCall(method: "a.b.C", parameters: ["x": .int(1)], oneway: true, more: true, upgrade: true))
+                == #"{"method":"a.b.C","parameters":{"x":1},"oneway":true,"more":true,"upgrade":true}"#)
     }
 
     @Test(arguments: [
@@ -157,8 +161,9 @@ struct VarlinkReplyTests {
 
     @Test func encodesErrorsAndContinues() {
         let error = VarlinkReply(.unknownUser("alice"))
-        #expect(String(decoding: encoded(error), as: UTF8.self)
-            == #"{"error":"io.tokend.TokenProvider.UnknownUser","parameters":{"userIdentifier":"alice"}}"#)
+        #expect(
+            String(decoding: encoded(error), as: UTF8.self)
+                == #"{"error":"io.tokend.TokenProvider.UnknownUser","parameters":{"userIdentifier":"alice"}}"#)
         let more = VarlinkReply(parameters: ["i": .int(2)], continues: true)
         #expect(String(decoding: encoded(more), as: UTF8.self) == #"{"parameters":{"i":2},"continues":true}"#)
     }
@@ -206,9 +211,14 @@ struct VarlinkErrorTests {
         (.unknownUser("u"), "io.tokend.TokenProvider.UnknownUser", ["userIdentifier": .string("u")]),
         (.permissionDenied("u"), "io.tokend.TokenProvider.PermissionDenied", ["userIdentifier": .string("u")]),
         (.permissionDenied(nil), "io.tokend.TokenProvider.PermissionDenied", [:]),
-        (.reauthenticationRequired("u", reason: "r"), "io.tokend.TokenProvider.ReauthenticationRequired", ["userIdentifier": .string("u"), "reason": .string("r")]),
-        (.refreshFailed("u", reason: "r", retryAt: 5), "io.tokend.TokenProvider.RefreshFailed",
-         ["userIdentifier": .string("u"), "reason": .string("r"), "retryAt": .int(5)]),
+        (
+            .reauthenticationRequired("u", reason: "r"), "io.tokend.TokenProvider.ReauthenticationRequired",
+            ["userIdentifier": .string("u"), "reason": .string("r")]
+        ),
+        (
+            .refreshFailed("u", reason: "r", retryAt: 5), "io.tokend.TokenProvider.RefreshFailed",
+            ["userIdentifier": .string("u"), "reason": .string("r"), "retryAt": .int(5)]
+        ),
         (.credentialExists("u"), "io.tokend.TokenProvider.CredentialExists", ["userIdentifier": .string("u")]),
         (.unknownProvider("p"), "io.tokend.TokenProvider.UnknownProvider", ["provider": .string("p")]),
         (.invalidCredential("r"), "io.tokend.TokenProvider.InvalidCredential", ["reason": .string("r")]),

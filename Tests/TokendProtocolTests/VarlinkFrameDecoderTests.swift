@@ -2,6 +2,7 @@ import NIOCore
 import NIOEmbedded
 import NIOTestUtils
 import Testing
+
 @testable import TokendProtocol
 
 private func buffer(_ string: String) -> ByteBuffer { ByteBuffer(string: string) }

@@ -52,11 +52,15 @@ struct CredentialIndexTests {
                 "UPDATE credentials SET access_token = (SELECT access_token FROM credentials WHERE user_identifier = 'bob') WHERE user_identifier = 'alice'"
             )
             let index = try await store.loadIndex().sorted { $0.metadata.userIdentifier < $1.metadata.userIdentifier }
-            let error = #expect(throws: StorageError.self) { try index[0].accessToken.open(userIdentifier: "alice", provider: alice.provider) }
+            let error = #expect(throws: StorageError.self) {
+                try index[0].accessToken.open(userIdentifier: "alice", provider: alice.provider)
+            }
             #expect(error?.code == .decryption)
             #expect(try index[1].accessToken.open(userIdentifier: "bob", provider: alice.provider).isEmpty == false)
             try await store.close()
-            let closed = #expect(throws: StorageError.self) { try index[1].accessToken.open(userIdentifier: "bob", provider: alice.provider) }
+            let closed = #expect(throws: StorageError.self) {
+                try index[1].accessToken.open(userIdentifier: "bob", provider: alice.provider)
+            }
             #expect(closed?.code == .closed)
         }
     }

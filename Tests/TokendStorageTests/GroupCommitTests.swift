@@ -60,10 +60,12 @@ struct GroupCommitTests {
         try await withTemporaryDirectory { directory in
             let store = try openStore(directory, keyring: keyring)
             let alice = try await store.insert(Fixture.credential("alice"), replacing: false)
-            async let good = store.update(alice.with(accessToken: "access-newer"), expectedGeneration: alice.generation, grouping: .milliseconds(200))
+            async let good = store.update(
+                alice.with(accessToken: "access-newer"), expectedGeneration: alice.generation, grouping: .milliseconds(200))
             async let stale: StorageError? = {
                 do {
-                    _ = try await store.update(alice.with(accessToken: "access-stale"), expectedGeneration: alice.generation - 1, grouping: .milliseconds(200))
+                    _ = try await store.update(
+                        alice.with(accessToken: "access-stale"), expectedGeneration: alice.generation - 1, grouping: .milliseconds(200))
                     return nil
                 } catch {
                     return error as? StorageError
@@ -183,7 +185,9 @@ struct GroupCommitTests {
         try await withTemporaryDirectory { directory in
             let store = try openStore(directory, keyring: keyring)
             _ = try await store.insert(Fixture.credential("alice"), replacing: false)
-            _ = try await store.beginGrant(userIdentifier: "alice", startedAt: Timestamp(millisecondsSince1970: 5), grouping: .zero) { _ in true }
+            _ = try await store.beginGrant(userIdentifier: "alice", startedAt: Timestamp(millisecondsSince1970: 5), grouping: .zero) { _ in
+                true
+            }
             #expect(try await store.pragmaForTesting("synchronous") == "1", "the marker's group ran with NORMAL")
             _ = try await store.insert(Fixture.credential("bob"), replacing: false)
             #expect(try await store.pragmaForTesting("synchronous") == "2", "the next durable group set FULL again")
@@ -219,14 +223,18 @@ struct GroupCommitTests {
         try await withTemporaryDirectory { directory in
             let store = try openStore(directory, keyring: keyring)
             let alice = try await store.insert(Fixture.credential("alice"), replacing: false)
-            let declined = try await store.beginGrant(userIdentifier: "alice", startedAt: Timestamp(millisecondsSince1970: 1), grouping: .zero) { _ in false }
+            let declined = try await store.beginGrant(
+                userIdentifier: "alice", startedAt: Timestamp(millisecondsSince1970: 1), grouping: .zero
+            ) { _ in false }
             guard case .declined(let unchanged) = declined else {
                 Issue.record("expected .declined, got \(String(describing: declined))")
                 return
             }
             #expect(unchanged == alice)
             #expect(try await store.load(userIdentifier: "alice") == alice, "nothing written")
-            let missing = try await store.beginGrant(userIdentifier: "nobody", startedAt: Timestamp(millisecondsSince1970: 1), grouping: .zero) { _ in true }
+            let missing = try await store.beginGrant(
+                userIdentifier: "nobody", startedAt: Timestamp(millisecondsSince1970: 1), grouping: .zero
+            ) { _ in true }
             #expect(missing == nil)
             try await store.close()
         }
@@ -239,7 +247,10 @@ struct GroupCommitTests {
             // The default implementation (a read and a status write), as other stores get it.
             let store = RequirementsOnlyStore(base: sqlite)
             let startedAt = Timestamp(millisecondsSince1970: 77)
-            guard case .started(let marked) = try await store.beginGrant(userIdentifier: "alice", startedAt: startedAt, grouping: .zero, shouldStart: { _ in true }) else {
+            guard
+                case .started(let marked) = try await store.beginGrant(
+                    userIdentifier: "alice", startedAt: startedAt, grouping: .zero, shouldStart: { _ in true })
+            else {
                 Issue.record("expected .started")
                 return
             }

@@ -27,7 +27,8 @@ func eventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async
 
 struct WatchdogTests {
     @Test func pingsOncePerPassedProbe() async throws {
-        let pings = Counter(), probes = Counter()
+        let pings = Counter()
+        let probes = Counter()
         let watchdog = Watchdog(
             interval: .milliseconds(20), logger: Logger(label: "test"), probe: { probes.increment() },
             ping: { pings.increment() })
@@ -39,7 +40,8 @@ struct WatchdogTests {
     }
 
     @Test func aStuckProbeStopsThePings() async throws {
-        let pings = Counter(), probes = Counter()
+        let pings = Counter()
+        let probes = Counter()
         let gate = Gate()
         gate.open.withLock { $0 = false }
         let watchdog = Watchdog(
@@ -62,7 +64,8 @@ struct WatchdogTests {
 
     @Test func aFailingProbeSendsNoPing() async throws {
         struct Broken: Error {}
-        let pings = Counter(), probes = Counter()
+        let pings = Counter()
+        let probes = Counter()
         let watchdog = Watchdog(
             interval: .milliseconds(20), logger: Logger(label: "test"),
             probe: {

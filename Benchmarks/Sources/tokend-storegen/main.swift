@@ -28,17 +28,19 @@ struct Options {
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("""
-        usage: tokend-storegen --state-dir DIR --key-file FILE --count N
-               [--prefix user-] [--provider bench] [--reader uid:N]
-               [--token-bytes 40 | --jwt-bytes 1024] [--no-refresh-token]
-               [--expires-in SECONDS (86400)] [--issued-ago SECONDS (0)]
-               [--tokens-file FILE (JSON lines from `idp.py mint`; one per credential)]
-               [--batch 20000]
-        tokend-storegen --state-dir DIR --key-file FILE --time-load
-               (times the daemon's start-up read, loadIndex, of an existing store)
+    FileHandle.standardError.write(
+        Data(
+            """
+            usage: tokend-storegen --state-dir DIR --key-file FILE --count N
+                   [--prefix user-] [--provider bench] [--reader uid:N]
+                   [--token-bytes 40 | --jwt-bytes 1024] [--no-refresh-token]
+                   [--expires-in SECONDS (86400)] [--issued-ago SECONDS (0)]
+                   [--tokens-file FILE (JSON lines from `idp.py mint`; one per credential)]
+                   [--batch 20000]
+            tokend-storegen --state-dir DIR --key-file FILE --time-load
+                   (times the daemon's start-up read, loadIndex, of an existing store)
 
-        """.utf8))
+            """.utf8))
     exit(2)
 }
 
@@ -99,7 +101,10 @@ func randomText(_ count: Int, _ random: inout SplitMix64) -> String {
     var bits: UInt64 = 0
     var left = 0
     for index in 0..<count {
-        if left == 0 { bits = random.next(); left = 10 }
+        if left == 0 {
+            bits = random.next()
+            left = 10
+        }
         bytes[index] = alphabet[Int(bits & 63)]
         bits >>= 6
         left -= 1
@@ -144,7 +149,9 @@ func readTokens(_ path: String, limit: Int) throws -> [MintedToken] {
     for line in text.split(separator: "\n").prefix(limit) where !line.isEmpty {
         guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
             let access = object["access_token"] as? String
-        else { throw NSError(domain: "storegen", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(path): a line is not a token response"]) }
+        else {
+            throw NSError(domain: "storegen", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(path): a line is not a token response"])
+        }
         tokens.append(
             MintedToken(
                 accessToken: access, refreshToken: object["refresh_token"] as? String,
@@ -163,7 +170,9 @@ func run() async throws {
             let clock = ContinuousClock()
             var count = 0
             let elapsed = try await clock.measure { count = try await store.loadIndex().count }
-            print(#"{"load_index_credentials":\#(count),"seconds":\#(Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds))}"#)
+            print(
+                #"{"load_index_credentials":\#(count),"seconds":\#(Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds))}"#
+            )
         }
         try await store.close()
         return

@@ -44,7 +44,10 @@ public func fuzzVarlink(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     var expectFailure = false
     var start = 0
     for index in 0..<stream.count where stream[index] == 0 {
-        if index - start > limit { expectFailure = true; break }
+        if index - start > limit {
+            expectFailure = true
+            break
+        }
         expected.append(Array(stream[start..<index]))
         start = index + 1
     }

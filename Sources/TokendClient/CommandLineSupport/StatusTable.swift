@@ -31,8 +31,10 @@ public enum StatusTable {
         }
         if daemon != nil { output += "\n" }
         let rows = credentials.sorted { $0.userIdentifier < $1.userIdentifier }.map { row($0, now: now) }
-        output += table(addingLeaseColumn(
-            [columns] + rows, sorted: credentials.sorted { $0.userIdentifier < $1.userIdentifier }, shared: daemon?.node != nil, now: now))
+        output += table(
+            addingLeaseColumn(
+                [columns] + rows, sorted: credentials.sorted { $0.userIdentifier < $1.userIdentifier }, shared: daemon?.node != nil,
+                now: now))
         let notes = credentials.sorted { $0.userIdentifier < $1.userIdentifier }.flatMap {
             [sessionNote($0, now: now), lifetimeNote($0)].compactMap { $0 }
         }
@@ -52,7 +54,8 @@ public enum StatusTable {
         guard !overflow, remaining > 0 else { return nil }
         let days = remaining / 86_400
         let within = days >= 2 ? "\(days) days" : days == 1 ? "1 day" : DurationText.format(seconds: remaining)
-        return "\(clean(status.userIdentifier)): the login ends in \(DurationText.format(seconds: remaining)); reauthenticate within \(within)"
+        return
+            "\(clean(status.userIdentifier)): the login ends in \(DurationText.format(seconds: remaining)); reauthenticate within \(within)"
     }
 
     /// `alice: its tokens live 3s, no longer than the provider's refresh_margin; each is refreshed
@@ -91,9 +94,11 @@ public enum StatusTable {
     /// caller's use of its per-uid limits (administrators: not limited by them).
     public static func usageLine(_ usage: QuotaUsage) -> String {
         if usage.administrator {
-            return "uid \(usage.uid) (administrator, not limited per uid): \(usage.connections) connections, \(usage.credentials) credentials"
+            return
+                "uid \(usage.uid) (administrator, not limited per uid): \(usage.connections) connections, \(usage.credentials) credentials"
         }
-        return "uid \(usage.uid): \(usage.connections) of \(usage.maxConnections) connections, \(usage.credentials) of \(usage.maxCredentials) credentials, "
+        return
+            "uid \(usage.uid): \(usage.connections) of \(usage.maxConnections) connections, \(usage.credentials) of \(usage.maxCredentials) credentials, "
             + "\(usage.callsInFlight) of \(usage.maxCallsInFlight) calls waiting"
     }
 

@@ -1,7 +1,6 @@
+import Glibc
 import TokendJSON
 import TokendProtocol
-
-import Glibc
 
 /// One Varlink call on a connection of its own, with blocking I/O on the calling thread:
 /// connect, send, read the reply, close.
@@ -20,7 +19,8 @@ public enum OneShotCall {
         socketPath: String? = nil, for userIdentifier: String, minValidity: Duration = .zero, rejectedToken: String? = nil,
         timeout: Duration = .seconds(10), maximumMessageBytes: Int = 1 << 20
     ) throws(TokendClientError) -> Credentials {
-        try TokendClient.checkIdentifier(userIdentifier, name: "userIdentifier", method: TokenProviderMethod.provideTokenReplacement.rawValue)
+        try TokendClient.checkIdentifier(
+            userIdentifier, name: "userIdentifier", method: TokenProviderMethod.provideTokenReplacement.rawValue)
         let call = TokendClient.tokenCall(
             userIdentifier, minValiditySeconds: TokendClient.wholeSecondsRoundingUp(minValidity), rejectedToken: rejectedToken)
         let path = socketPath ?? TokendClient.socketPath(environment: TokendClient.environmentValue(TokendClient.socketEnvironmentVariable))
@@ -46,7 +46,8 @@ public enum OneShotCall {
         do {
             return try VarlinkReply.decode(bytes)
         } catch {
-            throw TokendClientError(code: .protocolError, message: "tokend's reply to \(call.method) is not valid: \(error)", method: call.method)
+            throw TokendClientError(
+                code: .protocolError, message: "tokend's reply to \(call.method) is not valid: \(error)", method: call.method)
         }
     }
 
@@ -121,7 +122,9 @@ public enum OneShotCall {
         }
     }
 
-    private static func receive(on socket: Int32, deadline: MonotonicDeadline, limit: Int, method: String) throws(TokendClientError) -> [UInt8] {
+    private static func receive(on socket: Int32, deadline: MonotonicDeadline, limit: Int, method: String) throws(TokendClientError)
+        -> [UInt8]
+    {
         var message: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
@@ -133,7 +136,8 @@ public enum OneShotCall {
                 }
                 message += chunk[..<count]
                 if message.count > limit {
-                    throw TokendClientError(code: .protocolError, message: "tokend's reply to \(method) is longer than \(limit) bytes", method: method)
+                    throw TokendClientError(
+                        code: .protocolError, message: "tokend's reply to \(method) is longer than \(limit) bytes", method: method)
                 }
             } else if count < 0, errno == EAGAIN || errno == EINTR {
                 try wait(socket, for: Int16(POLLIN), deadline: deadline, method: method)
@@ -154,7 +158,8 @@ public enum OneShotCall {
             let ready = poll(&descriptor, 1, Int32(min(remaining, Int64(Int32.max))))
             if ready > 0 { return }
             if ready < 0, errno != EINTR {
-                throw TokendClientError(code: .daemonUnavailable, message: "the connection to tokend failed: \(String(cString: strerror(errno)))")
+                throw TokendClientError(
+                    code: .daemonUnavailable, message: "the connection to tokend failed: \(String(cString: strerror(errno)))")
             }
         }
     }

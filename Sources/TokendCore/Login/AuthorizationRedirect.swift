@@ -42,7 +42,8 @@ public enum AuthorizationRedirect {
         }
         if target != nil, target == LoginURL.target(of: fallback) {
             let detail = (try LoginURL.value("error", in: items)).map { " (\(printable($0)))" } ?? ""
-            throw LoginError("the PDA sent the browser to the fallback URL: the login was refused or cancelled\(detail)", oauthError: "access_denied")
+            throw LoginError(
+                "the PDA sent the browser to the fallback URL: the login was refused or cancelled\(detail)", oauthError: "access_denied")
         }
         if target != nil, target == LoginURL.target(of: redirect) {
             throw LoginError("the redirect carries no token parameter")
@@ -56,7 +57,8 @@ public enum AuthorizationRedirect {
     }
 
     public static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8), y = Array(b.utf8)
+        let x = Array(a.utf8)
+        let y = Array(b.utf8)
         guard x.count == y.count else { return false }
         var difference: UInt8 = 0
         for i in 0..<x.count { difference |= x[i] ^ y[i] }

@@ -13,7 +13,9 @@ public struct DeviceAuthorization: Sendable, Hashable, CustomStringConvertible {
     /// The longest device code lifetime tokend waits for, whatever the server says.
     public static let maximumLifetime: Duration = .seconds(3600)
 
-    public var description: String { "DeviceAuthorization(userCode: \(userCode), verificationURI: \(verificationURI), deviceCode: <redacted>)" }
+    public var description: String {
+        "DeviceAuthorization(userCode: \(userCode), verificationURI: \(verificationURI), deviceCode: <redacted>)"
+    }
 
     /// Parses the JSON body of a `200` answer from the device authorization endpoint.
     /// - Throws: ``LoginError`` naming the missing or unusable field.
@@ -23,7 +25,7 @@ public struct DeviceAuthorization: Sendable, Hashable, CustomStringConvertible {
         }
         func text(_ key: String, limit: Int = 2048) throws(LoginError) -> String {
             guard let value = object[key]?.stringValue, !value.isEmpty, value.utf8.count <= limit,
-                  value.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E })
+                value.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E })
             else { throw LoginError("the device authorization response has no usable \(key)") }
             return value
         }

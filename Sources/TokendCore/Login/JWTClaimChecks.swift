@@ -9,8 +9,8 @@ public struct DecodedJWT: Sendable, Hashable {
     public init?(_ token: String) {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[2].isEmpty,
-              let headerBytes = Base64URL.decode(parts[0]), case .object(let header)? = try? JSONParser.parse(headerBytes),
-              let payloadBytes = Base64URL.decode(parts[1]), case .object(let claims)? = try? JSONParser.parse(payloadBytes)
+            let headerBytes = Base64URL.decode(parts[0]), case .object(let header)? = try? JSONParser.parse(headerBytes),
+            let payloadBytes = Base64URL.decode(parts[1]), case .object(let claims)? = try? JSONParser.parse(payloadBytes)
         else { return nil }
         self.header = header
         self.claims = claims
@@ -43,9 +43,14 @@ public struct JWTExpectations: Sendable, Hashable {
 
     /// Signature algorithms accepted: asymmetric ones only, so `none` and the HS256
     /// "public key as HMAC secret" confusion are refused before any key is looked at.
-    public static let acceptedAlgorithms: Set<String> = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+    public static let acceptedAlgorithms: Set<String> = [
+        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA",
+    ]
 
-    public init(issuer: String, audience: String?, authorizedParty: String? = nil, nonce: String? = nil, what: String, leeway: Duration = .seconds(60)) {
+    public init(
+        issuer: String, audience: String?, authorizedParty: String? = nil, nonce: String? = nil, what: String,
+        leeway: Duration = .seconds(60)
+    ) {
         self.issuer = issuer
         self.audience = audience
         self.authorizedParty = authorizedParty
@@ -59,7 +64,9 @@ public struct JWTExpectations: Sendable, Hashable {
     public func checkAlgorithm(_ jwt: DecodedJWT) throws(LoginError) {
         guard let alg = jwt.algorithm else { throw LoginError("the \(what) has no alg in its header") }
         guard Self.acceptedAlgorithms.contains(alg) else {
-            throw LoginError("the \(what) is signed with \(AuthorizationRedirect.printable(alg)), which tokend does not accept (only asymmetric signatures)")
+            throw LoginError(
+                "the \(what) is signed with \(AuthorizationRedirect.printable(alg)), which tokend does not accept (only asymmetric signatures)"
+            )
         }
     }
 

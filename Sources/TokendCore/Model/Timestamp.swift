@@ -8,7 +8,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     public init(millisecondsSince1970: Int64) { self.millisecondsSince1970 = millisecondsSince1970 }
 
     public init(secondsSince1970: Int64) {
-        self.millisecondsSince1970 = secondsSince1970.multipliedReportingOverflow(by: 1000).overflow
+        self.millisecondsSince1970 =
+            secondsSince1970.multipliedReportingOverflow(by: 1000).overflow
             ? (secondsSince1970 < 0 ? .min : .max) : secondsSince1970 * 1000
     }
 

@@ -27,14 +27,22 @@ public enum DurationFormat {
             guard index > start, index < bytes.count else { throw ParseError(input: text) }
             let unitMilliseconds: Int64
             switch bytes[index] {
-            case UInt8(ascii: "d"): unitMilliseconds = 86_400_000; index += 1
-            case UInt8(ascii: "h"): unitMilliseconds = 3_600_000; index += 1
-            case UInt8(ascii: "s"): unitMilliseconds = 1000; index += 1
+            case UInt8(ascii: "d"):
+                unitMilliseconds = 86_400_000
+                index += 1
+            case UInt8(ascii: "h"):
+                unitMilliseconds = 3_600_000
+                index += 1
+            case UInt8(ascii: "s"):
+                unitMilliseconds = 1000
+                index += 1
             case UInt8(ascii: "m"):
                 if index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "s") {
-                    unitMilliseconds = 1; index += 2
+                    unitMilliseconds = 1
+                    index += 2
                 } else {
-                    unitMilliseconds = 60_000; index += 1
+                    unitMilliseconds = 60_000
+                    index += 1
                 }
             default: throw ParseError(input: text)
             }
@@ -53,7 +61,9 @@ public enum DurationFormat {
         if ms < 0 { return "-" + humanReadable(.milliseconds(ms == .min ? .max : -ms)) }
         let seconds = ms / 1000
         if seconds == 0 { return "\(ms)ms" }
-        let parts: [(Int64, String)] = [(seconds / 86400, "d"), (seconds % 86400 / 3600, "h"), (seconds % 3600 / 60, "m"), (seconds % 60, "s")]
+        let parts: [(Int64, String)] = [
+            (seconds / 86400, "d"), (seconds % 86400 / 3600, "h"), (seconds % 3600 / 60, "m"), (seconds % 60, "s"),
+        ]
         guard let first = parts.firstIndex(where: { $0.0 > 0 }) else { return "0s" }
         var text = "\(parts[first].0)\(parts[first].1)"
         if first + 1 < parts.count, parts[first + 1].0 > 0 { text += " \(parts[first + 1].0)\(parts[first + 1].1)" }

@@ -9,9 +9,12 @@ public enum EndpointPolicy {
     public static func check(_ url: String) throws(Violation) -> ParsedURL {
         guard let parsed = ParsedURL(url) else { throw Violation(description: "\"\(url)\" is not an absolute http(s) URL") }
         if parsed.scheme == "https" { return parsed }
-        guard parsed.scheme == "http" else { throw Violation(description: "\"\(url)\" uses \(parsed.scheme); only https (or http to loopback) is allowed") }
+        guard parsed.scheme == "http" else {
+            throw Violation(description: "\"\(url)\" uses \(parsed.scheme); only https (or http to loopback) is allowed")
+        }
         guard isLoopback(parsed.host) else {
-            throw Violation(description: "refusing plain http to \(parsed.host): tokens are only sent over https, except to loopback addresses")
+            throw Violation(
+                description: "refusing plain http to \(parsed.host): tokens are only sent over https, except to loopback addresses")
         }
         return parsed
     }

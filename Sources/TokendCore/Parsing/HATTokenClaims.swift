@@ -30,7 +30,8 @@ public struct HATTokenClaims: Sendable, Hashable {
     ///   - application: the configured application name, which `application` must equal.
     ///   - now: the current time; `exp` must lie after it.
     /// - Throws: `HATClaimError`, one case per reason; messages never contain the token.
-    public static func check(_ token: String, address: String, application: String, now: Timestamp) throws(HATClaimError) -> HATTokenClaims {
+    public static func check(_ token: String, address: String, application: String, now: Timestamp) throws(HATClaimError) -> HATTokenClaims
+    {
         let claims = try parse(token)
         guard claims.issuer == address else { throw .wrongIssuer(expected: address, found: claims.issuer) }
         guard claims.application == application else { throw .wrongApplication(expected: application, found: claims.application) }
@@ -58,7 +59,8 @@ public struct HATTokenClaims: Sendable, Hashable {
         // An RS256 token without a signature is as good as unsigned.
         guard !parts[2].isEmpty else { throw .unsigned }
         if let critical = header["crit"], !critical.isNull { throw .unsupportedHeader("crit") }
-        guard let payloadBytes = Base64URL.decode(Substring(parts[1])), case .object(let payload)? = try? JSONParser.parse(payloadBytes) else {
+        guard let payloadBytes = Base64URL.decode(Substring(parts[1])), case .object(let payload)? = try? JSONParser.parse(payloadBytes)
+        else {
             throw .malformedPayload
         }
         guard let issuer = payload["iss"]?.stringValue else { throw .missingClaim("iss") }
@@ -108,14 +110,17 @@ public enum HATClaimError: Error, Sendable, Hashable, CustomStringConvertible {
         case .malformedPayload: "the token's payload is not a base64url-encoded JSON object"
         case .missingAlgorithm: "the token's header has no alg; a PDA signs with RS256"
         case .unsigned: "the token is unsigned (alg none or no signature); a PDA signs with RS256"
-        case .symmetricAlgorithm(let alg): "the token uses the symmetric algorithm \(alg); a PDA signs with RS256, and a symmetric token could be forged with its public key"
+        case .symmetricAlgorithm(let alg):
+            "the token uses the symmetric algorithm \(alg); a PDA signs with RS256, and a symmetric token could be forged with its public key"
         case .unsupportedAlgorithm(let alg): "the token uses the algorithm \(alg); a PDA signs with RS256"
         case .unsupportedHeader(let name): "the token's header has \(name), which tokend does not support"
         case .missingClaim(let name): "the token has no \(name) claim"
         case .invalidClaim(let name): "the token's \(name) claim is not a valid NumericDate"
         case .issuedAfterExpiry: "the token's iat lies after its exp"
-        case .wrongIssuer(let expected, let found): "the token was issued by \"\(HATTokenClaims.printable(found))\", not by the configured PDA \"\(expected)\""
-        case .wrongApplication(let expected, let found): "the token was issued to the application \"\(HATTokenClaims.printable(found))\", not to the configured \"\(expected)\""
+        case .wrongIssuer(let expected, let found):
+            "the token was issued by \"\(HATTokenClaims.printable(found))\", not by the configured PDA \"\(expected)\""
+        case .wrongApplication(let expected, let found):
+            "the token was issued to the application \"\(HATTokenClaims.printable(found))\", not to the configured \"\(expected)\""
         case .expired(let at): "the token expired at \(at.secondsSince1970) (seconds since the epoch)"
         }
     }

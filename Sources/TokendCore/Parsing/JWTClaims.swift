@@ -16,7 +16,7 @@ public struct JWTTimeClaims: Sendable, Hashable {
     public init?(jwt token: String) {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let payload = Base64URL.decode(parts[1]),
-              case .object(let claims)? = try? JSONParser.parse(payload)
+            case .object(let claims)? = try? JSONParser.parse(payload)
         else { return nil }
         issuedAt = claims["iat"].flatMap(Self.numericDate)
         expiresAt = claims["exp"].flatMap(Self.numericDate)

@@ -72,7 +72,8 @@ extension TokenResponse {
             throw TokenResponseError("the response has no access_token")
         }
         guard let access = accessValue.stringValue, !access.isEmpty else {
-            throw TokenResponseError("access_token is \(accessValue.typeName == "a string" ? "empty" : accessValue.typeName), expected a non-empty string")
+            throw TokenResponseError(
+                "access_token is \(accessValue.typeName == "a string" ? "empty" : accessValue.typeName), expected a non-empty string")
         }
         guard Self.isPrintableToken(access) else {
             throw TokenResponseError("access_token contains characters a token cannot have")
@@ -178,8 +179,8 @@ extension TokenErrorResponse {
     /// Reads an RFC 6749 §5.2 error body; `nil` when the body is not one.
     public static func parse(_ body: some Collection<UInt8>) -> TokenErrorResponse? {
         guard case .object(let object)? = try? JSONParser.parse(body),
-              let error = object["error"]?.stringValue, !error.isEmpty, error.utf8.count <= 128,
-              error.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E })
+            let error = object["error"]?.stringValue, !error.isEmpty, error.utf8.count <= 128,
+            error.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E })
         else { return nil }
         // The description is free text from the server: keep it short and printable.
         let description = object["error_description"]?.stringValue.map { text in

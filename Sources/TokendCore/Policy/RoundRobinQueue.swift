@@ -73,4 +73,3 @@ public struct RoundRobinQueue<Key: Hashable, Element> {
         return element
     }
 }
-

@@ -14,7 +14,9 @@ public struct UserQuotas: Sendable, Hashable {
     /// store writes), over all their connections.
     public var callsInFlightPerUID: Int
 
-    public init(connectionsPerUID: Int = 128, reservedAdminConnections: Int = 64, credentialsPerUID: Int = 256, callsInFlightPerUID: Int = 64) {
+    public init(
+        connectionsPerUID: Int = 128, reservedAdminConnections: Int = 64, credentialsPerUID: Int = 256, callsInFlightPerUID: Int = 64
+    ) {
         self.connectionsPerUID = connectionsPerUID
         self.reservedAdminConnections = reservedAdminConnections
         self.credentialsPerUID = credentialsPerUID

@@ -16,7 +16,8 @@ extension Credential {
         with response: TokenResponse, receivedAt: Timestamp, assumedLifetime: Duration = RefreshPolicy().assumedLifetime
     ) throws(TokenResponseError) -> Credential {
         if let current = JWTTimeClaims(jwt: accessToken.value)?.subject,
-           let new = JWTTimeClaims(jwt: response.accessToken.value)?.subject, current != new {
+            let new = JWTTimeClaims(jwt: response.accessToken.value)?.subject, current != new
+        {
             throw TokenResponseError("the new access token is for another subject than the credential's")
         }
         let lifetime = response.lifetime(receivedAt: receivedAt, assumed: assumedLifetime)

@@ -75,7 +75,8 @@ enum HTTPDate {
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         guard let monthIndex = months.firstIndex(of: String(parts[2])) else { return nil }
         let time = parts[4].split(separator: ":").compactMap { Int($0) }
-        guard time.count == 3, (1...31).contains(day), (0...23).contains(time[0]), (0...59).contains(time[1]), (0...60).contains(time[2]) else { return nil }
+        guard time.count == 3, (1...31).contains(day), (0...23).contains(time[0]), (0...59).contains(time[1]), (0...60).contains(time[2])
+        else { return nil }
         let days = daysFromCivil(year: year, month: monthIndex + 1, day: day)
         return Timestamp(secondsSince1970: Int64(days) * 86400 + Int64(time[0] * 3600 + time[1] * 60 + time[2]))
     }

@@ -60,7 +60,8 @@ extension RefreshPolicy {
     /// ``plan(issuedAt:deadline:lastGrantAt:jitter:)`` for a stored credential: its deadline
     /// under this policy, its last grant from its status.
     public func plan(of credential: Credential, jitter: Double) -> RefreshPlan {
-        plan(issuedAt: credential.issuedAt, deadline: deadline(of: credential), lastGrantAt: credential.status.lastRefreshAt, jitter: jitter)
+        plan(
+            issuedAt: credential.issuedAt, deadline: deadline(of: credential), lastGrantAt: credential.status.lastRefreshAt, jitter: jitter)
     }
 
     /// Whether a grant's token is worth having over the one it replaces.

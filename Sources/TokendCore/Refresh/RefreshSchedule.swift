@@ -90,7 +90,8 @@ public struct RefreshSchedule: Sendable {
     private mutating func siftDown(_ start: Int) {
         var parent = start
         while true {
-            let left = 2 * parent + 1, right = left + 1
+            let left = 2 * parent + 1
+            let right = left + 1
             var smallest = parent
             if left < heap.count, heap[left].due < heap[smallest].due { smallest = left }
             if right < heap.count, heap[right].due < heap[smallest].due { smallest = right }

@@ -136,7 +136,11 @@ final class FormPostClient: Sendable {
     private func connect(key: Key, target: FormPostTarget, deadline: NIODeadline) async throws(FormPostFailure) -> any Channel {
         let sslContext = key.tls ? try tlsContext(caFile: key.caFile) : nil
         let loop = group.next()
-        let connectBy = min(deadline, .now() + .nanoseconds(Int64(connectTimeout.components.seconds) * 1_000_000_000 + connectTimeout.components.attoseconds / 1_000_000_000))
+        let connectBy = min(
+            deadline,
+            .now()
+                + .nanoseconds(
+                    Int64(connectTimeout.components.seconds) * 1_000_000_000 + connectTimeout.components.attoseconds / 1_000_000_000))
         let ready = loop.makePromise(of: Void.self)
         let bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(max(.milliseconds(1), connectBy - .now()))
@@ -185,7 +189,9 @@ final class FormPostClient: Sendable {
             tlsContexts.withLock { $0[caFile] = context }
             return context
         } catch {
-            throw FormPostFailure(kind: .tls, requestSent: false, detail: "the TLS configuration for the token endpoint is unusable: \(String(describing: error).prefix(200))")
+            throw FormPostFailure(
+                kind: .tls, requestSent: false,
+                detail: "the TLS configuration for the token endpoint is unusable: \(String(describing: error).prefix(200))")
         }
     }
 

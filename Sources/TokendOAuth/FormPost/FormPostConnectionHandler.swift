@@ -72,7 +72,8 @@ final class FormPostConnectionHandler: ChannelDuplexHandler, RemovableChannelHan
         timeout = context.eventLoop.scheduleTask(deadline: readyDeadline) {
             let (handler, context) = loopBound.value
             guard handler.state == .connecting else { return }
-            handler.failReady(FormPostFailure(kind: .tls, requestSent: false, detail: "the TLS handshake with the token endpoint timed out"))
+            handler.failReady(
+                FormPostFailure(kind: .tls, requestSent: false, detail: "the TLS handshake with the token endpoint timed out"))
             context.close(promise: nil)
         }
     }
@@ -115,7 +116,8 @@ final class FormPostConnectionHandler: ChannelDuplexHandler, RemovableChannelHan
         timeout = context.eventLoop.scheduleTask(deadline: exchange.deadline) {
             let (handler, context) = loopBound.value
             guard handler.state == .exchanging else { return }
-            handler.finishExchange(with: .failure(FormPostFailure(kind: .timeout, requestSent: true, detail: "the token endpoint did not answer in time")))
+            handler.finishExchange(
+                with: .failure(FormPostFailure(kind: .timeout, requestSent: true, detail: "the token endpoint did not answer in time")))
             context.close(promise: nil)
         }
         context.write(wrapOutboundOut(.head(exchange.head)), promise: nil)
@@ -141,9 +143,11 @@ final class FormPostConnectionHandler: ChannelDuplexHandler, RemovableChannelHan
             responseHead = head
         case .body(let buffer):
             guard body.count + buffer.readableBytes <= exchange.maximumBodyBytes else {
-                finishExchange(with: .failure(FormPostFailure(
-                    kind: .tooBig, requestSent: true,
-                    detail: "the token endpoint's answer is larger than \(exchange.maximumBodyBytes / 1024) KiB")))
+                finishExchange(
+                    with: .failure(
+                        FormPostFailure(
+                            kind: .tooBig, requestSent: true,
+                            detail: "the token endpoint's answer is larger than \(exchange.maximumBodyBytes / 1024) KiB")))
                 state = .closed
                 context.close(promise: nil)
                 return
@@ -151,7 +155,8 @@ final class FormPostConnectionHandler: ChannelDuplexHandler, RemovableChannelHan
             body.append(contentsOf: buffer.readableBytesView)
         case .end:
             guard let head = responseHead else {
-                finishExchange(with: .failure(FormPostFailure(kind: .other, requestSent: true, detail: "the token endpoint sent no response head")))
+                finishExchange(
+                    with: .failure(FormPostFailure(kind: .other, requestSent: true, detail: "the token endpoint sent no response head")))
                 state = .closed
                 context.close(promise: nil)
                 return
@@ -171,9 +176,13 @@ final class FormPostConnectionHandler: ChannelDuplexHandler, RemovableChannelHan
     func channelInactive(context: ChannelHandlerContext) {
         switch state {
         case .connecting:
-            failReady(FormPostFailure(kind: tls ? .tls : .connect, requestSent: false, detail: "the token endpoint closed the connection before it could be used"))
+            failReady(
+                FormPostFailure(
+                    kind: tls ? .tls : .connect, requestSent: false,
+                    detail: "the token endpoint closed the connection before it could be used"))
         case .exchanging:
-            finishExchange(with: .failure(FormPostFailure(kind: .closed, requestSent: true, detail: "the token endpoint closed the connection")))
+            finishExchange(
+                with: .failure(FormPostFailure(kind: .closed, requestSent: true, detail: "the token endpoint closed the connection")))
         case .idle, .closed:
             break
         }

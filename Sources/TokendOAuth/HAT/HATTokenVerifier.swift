@@ -114,7 +114,9 @@ public actor HATTokenVerifier {
         } else {
             lastFetch = ContinuousClock.now
             keyFetches += 1
-            let url = settings.publicKeyURL, client = pool.client(caFile: settings.caFile), timeout = pool.timeouts.request
+            let url = settings.publicKeyURL
+            let client = pool.client(caFile: settings.caFile)
+            let timeout = pool.timeouts.request
             task = Task { await Self.download(url: url, client: client, timeout: timeout) }
             fetching = task
         }
@@ -140,7 +142,8 @@ public actor HATTokenVerifier {
             }
             body = try await response.body.collect(upTo: maximumKeyBytes)
         } catch {
-            return .failure(.keyUnavailable("the PDA's public key could not be fetched from \(url): \(String(describing: error).prefix(200))"))
+            return .failure(
+                .keyUnavailable("the PDA's public key could not be fetched from \(url): \(String(describing: error).prefix(200))"))
         }
         let pem = String(decoding: body.readableBytesView, as: UTF8.self).trimmingWhitespace()
         guard pem.hasPrefix("-----BEGIN PUBLIC KEY-----") || pem.hasPrefix("-----BEGIN RSA PUBLIC KEY-----") else {

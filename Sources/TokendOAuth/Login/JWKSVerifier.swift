@@ -47,7 +47,8 @@ public actor JWKSVerifier {
         guard let keys else { throw LoginError("the issuer's key set is not available") }
         if let kid = jwt.keyID {
             guard let declared = algorithms[kid] else {
-                throw LoginError("the \(what) is signed with key \(AuthorizationRedirect.printable(kid)), which the issuer's key set does not have")
+                throw LoginError(
+                    "the \(what) is signed with key \(AuthorizationRedirect.printable(kid)), which the issuer's key set does not have")
             }
             if let declared, declared != jwt.algorithm {
                 throw LoginError("the \(what)'s alg does not match the issuer's key \(AuthorizationRedirect.printable(kid))")
@@ -78,7 +79,8 @@ public actor JWKSVerifier {
         }
         let body: [UInt8]
         do {
-            let response = try await pool.client(caFile: caFile).execute(HTTPClientRequest(url: jwksURI), timeout: .milliseconds(pool.timeouts.request.milliseconds))
+            let response = try await pool.client(caFile: caFile).execute(
+                HTTPClientRequest(url: jwksURI), timeout: .milliseconds(pool.timeouts.request.milliseconds))
             guard response.status == .ok else { throw LoginError("the issuer's key set (\(jwksURI)) answered \(response.status.code)") }
             body = Array(buffer: try await response.body.collect(upTo: 1 << 20))
         } catch let error as LoginError {
@@ -93,7 +95,9 @@ public actor JWKSVerifier {
         var found: [String: String?] = [:]
         for key in list {
             // Keys tokend cannot use (symmetric, unknown types, no kid) are skipped, not fatal.
-            guard case .object(let object) = key, let kid = object["kid"]?.stringValue, object["kty"]?.stringValue != "oct" else { continue }
+            guard case .object(let object) = key, let kid = object["kid"]?.stringValue, object["kty"]?.stringValue != "oct" else {
+                continue
+            }
             let single = JSONWriter.string(.object(["keys": .array([key])]))
             do {
                 _ = try await collection.add(jwksJSON: single)

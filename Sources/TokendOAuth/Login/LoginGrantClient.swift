@@ -40,7 +40,9 @@ public struct LoginGrantClient: Sendable {
     public func exchangeCode(
         endpoint: String, settings: OAuth2Settings, code: String, redirectURI: String, verifier: SecretString
     ) async throws(LoginError) -> TokenResponse {
-        let fields = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier.value)]
+        let fields = [
+            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier.value),
+        ]
         let (status, body) = try await post(endpoint, fields: fields, settings: settings, what: "the token endpoint")
         guard status == 200 else {
             if let error = TokenErrorResponse.parse(body) {
@@ -57,7 +59,9 @@ public struct LoginGrantClient: Sendable {
     }
 
     /// POSTs a form with the client's authentication; status and body back.
-    func post(_ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, what: String) async throws(LoginError) -> (Int, [UInt8]) {
+    func post(_ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, what: String) async throws(LoginError) -> (
+        Int, [UInt8]
+    ) {
         do {
             _ = try EndpointPolicy.check(endpoint)
         } catch {

@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOCore
 import TokendCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Reads who is on the other end of an accepted Unix-socket connection from the kernel.
 ///

@@ -129,7 +129,9 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         if let frameError = error as? VarlinkFrameError {
             // Past an oversized message the stream cannot be trusted: say why, then close.
             logger.notice("closing connection: \(frameError)", metadata: ["uid": "\(caller.uid)", "pid": "\(caller.pid)"])
-            append(Slot(id: takeID(), messages: [ErrorReplies.invalidMessage(frameError.description)], isComplete: true, closeAfter: true), context: context)
+            append(
+                Slot(id: takeID(), messages: [ErrorReplies.invalidMessage(frameError.description)], isComplete: true, closeAfter: true),
+                context: context)
             closing = true
             return
         }

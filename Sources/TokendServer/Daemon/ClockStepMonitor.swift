@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CTokendShims
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Notices when the wall clock is set (NTP step, `date -s`, resume with a corrected clock), so
 /// refreshes planned in wall-clock time are re-checked at once instead of after a sleep that

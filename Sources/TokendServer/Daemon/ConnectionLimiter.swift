@@ -44,7 +44,9 @@ final class ConnectionLimiter: Sendable {
                 if let last = state.lastReported[uid], now - last < Self.reportInterval { return .refused(refusal, report: 0) }
                 state.lastReported[uid] = now
                 let count = state.unreported.removeValue(forKey: uid) ?? 0
-                if state.lastReported.count > 4096 { state.lastReported = state.lastReported.filter { now - $0.value < Self.reportInterval } }
+                if state.lastReported.count > 4096 {
+                    state.lastReported = state.lastReported.filter { now - $0.value < Self.reportInterval }
+                }
                 return .refused(refusal, report: count)
             }
             state.open += 1

@@ -35,7 +35,8 @@ struct MetricsTextfile: Sendable {
 
     /// Waits for a change or for `interval`, whichever comes first.
     private func nextChange(after seen: UInt64) async -> UInt64 {
-        let changes = self.changes, interval = self.interval
+        let changes = self.changes
+        let interval = self.interval
         return await withTaskGroup(of: UInt64?.self) { tasks in
             tasks.addTask { await changes.wait(after: seen) }
             tasks.addTask {

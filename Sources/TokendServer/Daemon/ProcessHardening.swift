@@ -1,6 +1,7 @@
 import CTokendShims
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Process-wide protections tokend applies to itself at start, before any secret is read.

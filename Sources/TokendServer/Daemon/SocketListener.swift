@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
 import NIOCore
 import NIOPosix
 import TokendCore
 import TokendProtocol
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Binds the Unix socket and sets up each accepted connection: connection limit, the caller's
 /// identity from the kernel, framing, and the Varlink handler.
@@ -45,8 +46,12 @@ struct SocketListener {
     }
 
     private func bootstrap(group: any EventLoopGroup) -> ServerBootstrap {
-        let router = self.router, limiter = self.limiter, limits = self.limits, logger = self.logger
-        let connections = self.connections, requestMetrics = self.requestMetrics
+        let router = self.router
+        let limiter = self.limiter
+        let limits = self.limits
+        let logger = self.logger
+        let connections = self.connections
+        let requestMetrics = self.requestMetrics
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 256 * 1024))
@@ -61,8 +66,12 @@ struct SocketListener {
                     case .refused(let refusal, let report):
                         if report > 0 {
                             logger.warning(
-                                refusal.quota == .connections ? "connection refused: connection limit reached" : "connection refused: per-user limit reached",
-                                metadata: ["uid": "\(caller.uid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)", "refused": "\(report)"])
+                                refusal.quota == .connections
+                                    ? "connection refused: connection limit reached" : "connection refused: per-user limit reached",
+                                metadata: [
+                                    "uid": "\(caller.uid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)",
+                                    "refused": "\(report)",
+                                ])
                         }
                         try channel.pipeline.syncOperations.addHandler(ConnectionRefusal(refusal))
                         return

@@ -35,9 +35,11 @@ extension TokendDaemon {
                 keyring: keyring, logger: logger, productVersion: DaemonInfo.version, eventLoopGroup: group
             )
             let coordination = PostgresRefreshCoordination(store: store, productVersion: DaemonInfo.version, logger: logger)
-            logger.notice("sharing credentials with other nodes", metadata: [
-                "node": "\(node)", "store": "\(store.address)", "lease": "\(DurationFormat.humanReadable(settings.lease))",
-            ])
+            logger.notice(
+                "sharing credentials with other nodes",
+                metadata: [
+                    "node": "\(node)", "store": "\(store.address)", "lease": "\(DurationFormat.humanReadable(settings.lease))",
+                ])
             return OpenedStore(store: store, coordination: coordination, shared: coordination)
         }
     }

@@ -138,8 +138,7 @@ public final class TokendDaemon: Service {
             ])
 
         let watchdog = WatchdogSettings.parse(environment: environment, pid: getpid()).map { settings in
-            Watchdog(interval: settings.interval, logger: logger, probe: healthProbe(store: store, registry: registry))
-            { [notifier] in
+            Watchdog(interval: settings.interval, logger: logger, probe: healthProbe(store: store, registry: registry)) { [notifier] in
                 notifier.notify(.watchdog)
             }
         }

@@ -10,9 +10,14 @@ extension CallRouter {
         switch call.method {
         case TokenProviderMethod.beginLogin.rawValue:
             let request = try BeginLoginRequest(json: call.parameters)
-            return deferred(on: eventLoop, caller: caller, what: "beginning the login", timeoutError: { timeout in
-                .loginFailed(request.userIdentifier, reason: "the provider did not answer within \(DurationFormat.humanReadable(timeout))", oauthError: nil)
-            }) { [reply] in
+            return deferred(
+                on: eventLoop, caller: caller, what: "beginning the login",
+                timeoutError: { timeout in
+                    .loginFailed(
+                        request.userIdentifier, reason: "the provider did not answer within \(DurationFormat.humanReadable(timeout))",
+                        oauthError: nil)
+                }
+            ) { [reply] in
                 let challenge = try await service.begin(request, caller: caller)
                 return [reply(challenge.json)]
             }
@@ -22,9 +27,12 @@ extension CallRouter {
             let redirectURL = try parameters.optionalString("redirectUrl")
             // A device login waits for the user for as long as the device code lives; the
             // service ends it by then, this is only the backstop.
-            return deferred(on: eventLoop, caller: caller, what: "completing the login", timeout: LoginService.maximumCompletion, timeoutError: { _ in
-                .loginFailed("-", reason: "the login did not finish in time", oauthError: nil)
-            }) { [reply] in
+            return deferred(
+                on: eventLoop, caller: caller, what: "completing the login", timeout: LoginService.maximumCompletion,
+                timeoutError: { _ in
+                    .loginFailed("-", reason: "the login did not finish in time", oauthError: nil)
+                }
+            ) { [reply] in
                 let status = try await service.complete(id, redirectURL: redirectURL, caller: caller)
                 return [reply(["credential": .object(status.json)])]
             }

@@ -30,8 +30,10 @@ struct CallRouter: Sendable {
     /// Whether `call` changes stored credentials; later calls on its connection wait for it.
     func isWrite(_ call: VarlinkCall) -> Bool {
         switch call.method {
-        case TokenProviderMethod.addCredential.rawValue, TokenProviderMethod.removeCredential.rawValue, TokenProviderMethod.rotateKey.rawValue,
-            TokenProviderMethod.completeLogin.rawValue: true
+        case TokenProviderMethod.addCredential.rawValue, TokenProviderMethod.removeCredential.rawValue,
+            TokenProviderMethod.rotateKey.rawValue,
+            TokenProviderMethod.completeLogin.rawValue:
+            true
         default: false
         }
     }
@@ -114,7 +116,9 @@ struct CallRouter: Sendable {
 
     // MARK: ProvideTokenReplacement
 
-    private func provideTokenReplacement(_ call: VarlinkCall, caller: CallerIdentity, eventLoop: any EventLoop) throws(VarlinkError) -> CallOutcome {
+    private func provideTokenReplacement(_ call: VarlinkCall, caller: CallerIdentity, eventLoop: any EventLoop) throws(VarlinkError)
+        -> CallOutcome
+    {
         let parameters = ParameterReader(call.parameters)
         let user = try parameters.string("userIdentifier")
         let minValidSeconds = try parameters.optionalInt("minValidSeconds") ?? 0
@@ -130,10 +134,15 @@ struct CallRouter: Sendable {
         if decision == .serve, !rejectedCurrent {
             return .reply(entry.replyBytes)
         }
-        let reason: RefreshReason = rejectedCurrent ? .rejectedByAPI(generation: entry.generation) : .tooShortLived(minimumValidity: .seconds(minValidSeconds))
-        return deferred(on: eventLoop, caller: caller, what: "refreshing the token", timeoutError: { timeout in
-            .refreshFailed(user, reason: "no fresh token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
-        }) { [registry] in
+        let reason: RefreshReason =
+            rejectedCurrent ? .rejectedByAPI(generation: entry.generation) : .tooShortLived(minimumValidity: .seconds(minValidSeconds))
+        return deferred(
+            on: eventLoop, caller: caller, what: "refreshing the token",
+            timeoutError: { timeout in
+                .refreshFailed(
+                    user, reason: "no fresh token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
+            }
+        ) { [registry] in
             let fresh = try await registry.freshEntry(for: user, reason: reason, caller: caller)
             return [fresh.replyBytes]
         }
@@ -178,7 +187,10 @@ struct CallRouter: Sendable {
                 logDenied(caller, method: call.method, user: user)
                 throw .permissionDenied(user)
             }
-            return .reply(reply(["daemon": .object(daemon), "credentials": .array([.object(withLease(entry.credentialStatus(now: now), leases).json)])]))
+            return .reply(
+                reply([
+                    "daemon": .object(daemon), "credentials": .array([.object(withLease(entry.credentialStatus(now: now), leases).json)]),
+                ]))
         }
         let visible = all.filter { policy.mayInspect(caller, readers: $0.resolvedReaders) }
         func statuses(_ entries: ArraySlice<ViewEntry>) -> JSONValue {
@@ -217,7 +229,8 @@ struct CallRouter: Sendable {
     }
 
     private func daemonStatus(_ entries: [ViewEntry], now: Timestamp) -> DaemonStatus {
-        var status = DaemonStatus(version: daemonInfo.version, startedAt: daemonInfo.startedAt.secondsSince1970, credentials: Int64(entries.count))
+        var status = DaemonStatus(
+            version: daemonInfo.version, startedAt: daemonInfo.startedAt.secondsSince1970, credentials: Int64(entries.count))
         var nextRefresh: Timestamp?
         for entry in entries {
             switch entry.effectiveState(now: now) {
@@ -242,10 +255,12 @@ struct CallRouter: Sendable {
     }
 
     private func logDenied(_ caller: CallerIdentity, method: String, user: String?) {
-        logger.notice("permission denied", metadata: [
-            "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "method": "\(method)",
-            "user_identifier": "\(user ?? "-")",
-        ])
+        logger.notice(
+            "permission denied",
+            metadata: [
+                "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "method": "\(method)",
+                "user_identifier": "\(user ?? "-")",
+            ])
     }
 
     /// Runs `work` off the event loop and turns its result into replies, answering with an
@@ -256,7 +271,9 @@ struct CallRouter: Sendable {
         caller: CallerIdentity,
         what: String,
         timeout: Duration? = nil,
-        timeoutError: @escaping @Sendable (Duration) -> VarlinkError = { timeout in .storageFailed("timed out after \(DurationFormat.humanReadable(timeout))") },
+        timeoutError: @escaping @Sendable (Duration) -> VarlinkError = { timeout in
+            .storageFailed("timed out after \(DurationFormat.humanReadable(timeout))")
+        },
         _ work: @escaping @Sendable () async throws -> [[UInt8]]
     ) -> CallOutcome {
         let current = settings.current
@@ -264,9 +281,11 @@ struct CallRouter: Sendable {
         let uid = caller.uid
         if let (refusal, log) = callsInFlight.begin(uid: uid, isAdmin: current.accessPolicy.isAdmin(caller), quotas: current.quotas) {
             if log {
-                logger.notice("call refused: per-user limit reached", metadata: [
-                    "uid": "\(uid)", "pid": "\(caller.pid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)",
-                ])
+                logger.notice(
+                    "call refused: per-user limit reached",
+                    metadata: [
+                        "uid": "\(uid)", "pid": "\(caller.pid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)",
+                    ])
             }
             return .reply(ErrorReplies.encode(.quotaExceeded(refusal.quota.rawValue, limit: refusal.limit)))
         }
@@ -310,7 +329,8 @@ extension CallOutcome {
 
 /// Compares two strings in time independent of where they differ.
 func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-    let x = Array(a.utf8), y = Array(b.utf8)
+    let x = Array(a.utf8)
+    let y = Array(b.utf8)
     guard x.count == y.count else { return false }
     var difference: UInt8 = 0
     for i in 0..<x.count { difference |= x[i] ^ y[i] }

@@ -20,7 +20,9 @@ final class CallsInFlight: Sendable {
             let current = state.counts[uid, default: 0]
             if let refusal = quotas.admitCall(inFlight: current, isAdmin: isAdmin) {
                 if let last = state.lastReported[uid], now - last < ConnectionLimiter.reportInterval { return (refusal, false) }
-                if state.lastReported.count > 4096 { state.lastReported = state.lastReported.filter { now - $0.value < ConnectionLimiter.reportInterval } }
+                if state.lastReported.count > 4096 {
+                    state.lastReported = state.lastReported.filter { now - $0.value < ConnectionLimiter.reportInterval }
+                }
                 state.lastReported[uid] = now
                 return (refusal, true)
             }

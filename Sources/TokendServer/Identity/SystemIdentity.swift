@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import TokendCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Looks up user and group names in the system's user database (NSS), for reader lists and
 /// admin groups. Numeric forms (`1234`) are accepted wherever a name is.

@@ -38,10 +38,12 @@ struct LoginService: Sendable {
             throw .permissionDenied(user)
         }
         try EnrolmentRules.checkExisting(
-            view[user]?.readers, user: user, replace: request.replace, caller: caller, policy: policy, denied: { logDenied(caller, user: user) }
+            view[user]?.readers, user: user, replace: request.replace, caller: caller, policy: policy,
+            denied: { logDenied(caller, user: user) }
         )
         // Checked again when the login stores its credential (CredentialRegistry.add).
-        try EnrolmentRules.checkQuota(user: user, caller: caller, policy: policy, quotas: settings.current.quotas, view: view, refused: { _ in })
+        try EnrolmentRules.checkQuota(
+            user: user, caller: caller, policy: policy, quotas: settings.current.quotas, view: view, refused: { _ in })
 
         let started = now()
         let id = PKCE.randomToken()
@@ -55,20 +57,26 @@ struct LoginService: Sendable {
                 switch chosen {
                 case .device:
                     guard let endpoint = endpoints.deviceAuthorization else {
-                        throw LoginError("provider \(provider.name) has no device authorization endpoint (set device_authorization_endpoint, or log in with the code flow)")
+                        throw LoginError(
+                            "provider \(provider.name) has no device authorization endpoint (set device_authorization_endpoint, or log in with the code flow)"
+                        )
                     }
                     let device = try await LoginGrantClient(pool: registry.httpPool).authorizeDevice(endpoint: endpoint, settings: oauth)
                     flow = .device(device, endpoints: endpoints, settings: oauth)
                     challenge = LoginChallenge(
-                        loginID: id, flow: .device, verificationURI: device.verificationURI, verificationURIComplete: device.verificationURIComplete,
-                        userCode: device.userCode, startedAt: started.secondsSince1970, expiresAt: (started + device.expiresIn).secondsSince1970,
+                        loginID: id, flow: .device, verificationURI: device.verificationURI,
+                        verificationURIComplete: device.verificationURIComplete,
+                        userCode: device.userCode, startedAt: started.secondsSince1970,
+                        expiresAt: (started + device.expiresIn).secondsSince1970,
                         interval: device.interval.wholeSeconds
                     )
                 case .code:
                     guard let endpoint = endpoints.authorization else {
                         throw LoginError("provider \(provider.name) has no authorization endpoint (set authorization_endpoint or issuer)")
                     }
-                    guard let port = oauth.redirectPort ?? request.redirectPort else { throw LoginError("the code flow needs a redirect port") }
+                    guard let port = oauth.redirectPort ?? request.redirectPort else {
+                        throw LoginError("the code flow needs a redirect port")
+                    }
                     let redirectURI = "http://127.0.0.1:\(port)/callback"
                     let verifier = PKCE.makeVerifier()
                     let state = PKCE.randomToken()
@@ -77,7 +85,8 @@ struct LoginService: Sendable {
                         endpoint: endpoint, clientID: oauth.clientID, redirectURI: redirectURI, scope: oauth.scope, state: state,
                         codeChallenge: PKCE.challenge(for: verifier), nonce: nonce
                     )
-                    flow = .code(verifier: verifier, state: state, nonce: nonce, redirectURI: redirectURI, endpoints: endpoints, settings: oauth)
+                    flow = .code(
+                        verifier: verifier, state: state, nonce: nonce, redirectURI: redirectURI, endpoints: endpoints, settings: oauth)
                     challenge = LoginChallenge(
                         loginID: id, flow: .code, authorizationURL: url, redirectURI: redirectURI, startedAt: started.secondsSince1970,
                         expiresAt: (started + Self.browserLoginLifetime).secondsSince1970
@@ -92,14 +101,20 @@ struct LoginService: Sendable {
                 flow = .hat(hat)
                 challenge = LoginChallenge(
                     loginID: id, flow: .hat,
-                    authorizationURL: LoginRequest.hatLoginURL(origin: hat.origin, application: hat.application, redirect: hat.redirect, fallback: hat.fallback),
-                    redirectURI: hat.redirect, startedAt: started.secondsSince1970, expiresAt: (started + Self.browserLoginLifetime).secondsSince1970
+                    authorizationURL: LoginRequest.hatLoginURL(
+                        origin: hat.origin, application: hat.application, redirect: hat.redirect, fallback: hat.fallback),
+                    redirectURI: hat.redirect, startedAt: started.secondsSince1970,
+                    expiresAt: (started + Self.browserLoginLifetime).secondsSince1970
                 )
             case .exec:
                 throw LoginError("provider \(provider.name) runs a command to refresh; it has no login (use tokenctl add)")
             }
         } catch {
-            logger.notice("login could not begin", metadata: ["user_identifier": "\(user)", "provider": "\(provider.name)", "uid": "\(caller.uid)", "reason": "\(error.reason)"])
+            logger.notice(
+                "login could not begin",
+                metadata: [
+                    "user_identifier": "\(user)", "provider": "\(provider.name)", "uid": "\(caller.uid)", "reason": "\(error.reason)",
+                ])
             throw .loginFailed(user, reason: error.reason, oauthError: error.oauthError)
         }
         let session = LoginSession(
@@ -107,9 +122,12 @@ struct LoginService: Sendable {
             startedAt: started, expiresAt: Timestamp(secondsSince1970: challenge.expiresAt), flow: flow
         )
         try await sessions.insert(session, now: started)
-        logger.info("login started", metadata: [
-            "user_identifier": "\(user)", "provider": "\(provider.name)", "flow": "\(challenge.flow.rawValue)", "uid": "\(caller.uid)", "pid": "\(caller.pid)",
-        ])
+        logger.info(
+            "login started",
+            metadata: [
+                "user_identifier": "\(user)", "provider": "\(provider.name)", "flow": "\(challenge.flow.rawValue)", "uid": "\(caller.uid)",
+                "pid": "\(caller.pid)",
+            ])
         return challenge
     }
 
@@ -121,12 +139,17 @@ struct LoginService: Sendable {
             session = try await sessions.take(id, caller: caller, now: now())
         } catch {
             if error.name == TokendErrorName.permissionDenied.rawValue {
-                logger.notice("permission denied", metadata: ["uid": "\(caller.uid)", "pid": "\(caller.pid)", "action": "complete another caller's login"])
+                logger.notice(
+                    "permission denied",
+                    metadata: ["uid": "\(caller.uid)", "pid": "\(caller.pid)", "action": "complete another caller's login"])
             }
             throw error
         }
         let user = session.userIdentifier
-        let metadata: Logger.Metadata = ["user_identifier": "\(user)", "provider": "\(session.provider)", "flow": "\(session.flow.name.rawValue)", "uid": "\(caller.uid)"]
+        let metadata: Logger.Metadata = [
+            "user_identifier": "\(user)", "provider": "\(session.provider)", "flow": "\(session.flow.name.rawValue)",
+            "uid": "\(caller.uid)",
+        ]
         let request: AddCredentialRequest
         do throws(LoginError) {
             request = try await credential(for: session, redirectURL: redirectURL)
@@ -182,7 +205,9 @@ struct LoginService: Sendable {
 
     /// Polls the token endpoint (RFC 8628 §3.4) until the user approves or denies, or the code
     /// expires. Bounded by the code's lifetime.
-    private func pollDevice(_ device: DeviceAuthorization, endpoint: String, settings: OAuth2Settings, until deadline: Timestamp) async throws(LoginError) -> TokenResponse {
+    private func pollDevice(_ device: DeviceAuthorization, endpoint: String, settings: OAuth2Settings, until deadline: Timestamp)
+        async throws(LoginError) -> TokenResponse
+    {
         let client = LoginGrantClient(pool: registry.httpPool)
         var polling = DevicePolling(interval: device.interval)
         var wait = device.interval
@@ -217,14 +242,19 @@ struct LoginService: Sendable {
 
     /// The OpenID Connect checks: the ID token (and a JWT access token when configured) against
     /// the issuer's JWKS. Runs only for providers with an issuer whose discovery names a JWKS.
-    private func verifyOIDC(_ response: TokenResponse, endpoints: LoginEndpoints, settings: OAuth2Settings, nonce: String?) async throws(LoginError) {
+    private func verifyOIDC(_ response: TokenResponse, endpoints: LoginEndpoints, settings: OAuth2Settings, nonce: String?)
+        async throws(LoginError)
+    {
         guard let issuer = endpoints.issuer, let jwksURI = endpoints.jwksURI else {
-            if settings.verifyAccessToken { throw LoginError("verify_access_token needs an issuer whose discovery document names a jwks_uri") }
+            if settings.verifyAccessToken {
+                throw LoginError("verify_access_token needs an issuer whose discovery document names a jwks_uri")
+            }
             return
         }
         let verifier = await sessions.verifier(jwksURI: jwksURI, caFile: settings.caFile, pool: registry.httpPool)
         if let idToken = response.idToken {
-            let expectations = JWTExpectations(issuer: issuer, audience: settings.clientID, authorizedParty: settings.clientID, nonce: nonce, what: "ID token")
+            let expectations = JWTExpectations(
+                issuer: issuer, audience: settings.clientID, authorizedParty: settings.clientID, nonce: nonce, what: "ID token")
             _ = try await verifier.verify(idToken.value, expectations: expectations, now: now())
         } else if LoginRequest.requestsOpenID(response.scope ?? settings.scope) {
             throw LoginError("the provider returned no ID token although the login asked for openid")
@@ -236,8 +266,10 @@ struct LoginService: Sendable {
     }
 
     private func logDenied(_ caller: CallerIdentity, user: String) {
-        logger.notice("permission denied", metadata: [
-            "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "action": "login", "user_identifier": "\(user)",
-        ])
+        logger.notice(
+            "permission denied",
+            metadata: [
+                "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "action": "login", "user_identifier": "\(user)",
+            ])
     }
 }

@@ -9,7 +9,8 @@ import TokendProtocol
 struct LoginSession: Sendable {
     enum Flow: Sendable {
         case device(DeviceAuthorization, endpoints: LoginEndpoints, settings: OAuth2Settings)
-        case code(verifier: SecretString, state: String, nonce: String?, redirectURI: String, endpoints: LoginEndpoints, settings: OAuth2Settings)
+        case code(
+            verifier: SecretString, state: String, nonce: String?, redirectURI: String, endpoints: LoginEndpoints, settings: OAuth2Settings)
         case hat(HATSettings)
 
         var name: LoginFlow {
@@ -47,10 +48,12 @@ actor LoginSessions {
     func insert(_ session: LoginSession, now: Timestamp) throws(VarlinkError) {
         sessions = sessions.filter { $0.value.expiresAt > now }
         guard sessions.count < Self.maximumTotal else {
-            throw .loginFailed(session.userIdentifier, reason: "too many logins are in progress; try again in a few minutes", oauthError: nil)
+            throw .loginFailed(
+                session.userIdentifier, reason: "too many logins are in progress; try again in a few minutes", oauthError: nil)
         }
         guard sessions.values.count(where: { $0.caller.uid == session.caller.uid }) < Self.maximumPerCaller else {
-            throw .loginFailed(session.userIdentifier, reason: "this user has too many logins in progress; finish or cancel one first", oauthError: nil)
+            throw .loginFailed(
+                session.userIdentifier, reason: "this user has too many logins in progress; finish or cancel one first", oauthError: nil)
         }
         sessions[session.id] = session
     }

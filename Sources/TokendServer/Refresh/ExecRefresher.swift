@@ -1,11 +1,12 @@
 import Dispatch
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import TokendConfig
 import TokendCore
 import TokendJSON
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Providers without an OAuth endpoint: a configured command refreshes the token.
 ///
@@ -59,7 +60,8 @@ struct ExecRefresher: ProviderRefresher {
         process.executableURL = URL(fileURLWithPath: settings.command[0])
         process.arguments = Array(settings.command.dropFirst())
         process.environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"]
-        let stdin = Pipe(), stdout = Pipe()
+        let stdin = Pipe()
+        let stdout = Pipe()
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = FileHandle.nullDevice

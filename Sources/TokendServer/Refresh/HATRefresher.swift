@@ -29,7 +29,8 @@ struct HATRefresher: ProviderRefresher {
         pool.pacer?.requestStarted(pacing: stormPacing)
         defer { pool.pacer?.requestFinished(pacing: stormPacing) }
         do {
-            let response = try await pool.client(caFile: settings.caFile).execute(request, timeout: .milliseconds(pool.timeouts.request.milliseconds))
+            let response = try await pool.client(caFile: settings.caFile).execute(
+                request, timeout: .milliseconds(pool.timeouts.request.milliseconds))
             status = Int(response.status.code)
             retryAfter = response.headers.first(name: "Retry-After")
             renewed = response.headers.first(name: settings.renewalHeader)
@@ -66,7 +67,8 @@ struct HATRefresher: ProviderRefresher {
         case 200...299:
             return nil
         case 401, 403:
-            return .permanent(error: "token_rejected", description: "the PDA answered \(status): it no longer accepts the token; log in again")
+            return .permanent(
+                error: "token_rejected", description: "the PDA answered \(status): it no longer accepts the token; log in again")
         default:
             let retryAfter = retryAfterHeader.flatMap { RetryAfter.parse($0, now: now) }
             return .transient(reason: "the PDA's renewal endpoint answered \(status)", retryAfter: retryAfter)

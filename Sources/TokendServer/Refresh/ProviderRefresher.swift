@@ -32,9 +32,15 @@ final class OAuth2Refresher: ProviderRefresher {
     /// The token and revocation endpoints: configured, else discovered from the issuer (once,
     /// then cached; a failed discovery is retried on the next grant).
     func endpoints() async -> (token: String, revocation: String?)? {
-        if let token = settings.tokenEndpoint { return (token, settings.revocationEndpoint ?? discovered.withLock { $0?.revocationEndpoint }) }
-        if let metadata = discovered.withLock({ $0 }) { return (metadata.tokenEndpoint, settings.revocationEndpoint ?? metadata.revocationEndpoint) }
-        guard let issuer = settings.issuer, let metadata = try? await discovery.discover(issuer: issuer, caFile: settings.caFile) else { return nil }
+        if let token = settings.tokenEndpoint {
+            return (token, settings.revocationEndpoint ?? discovered.withLock { $0?.revocationEndpoint })
+        }
+        if let metadata = discovered.withLock({ $0 }) {
+            return (metadata.tokenEndpoint, settings.revocationEndpoint ?? metadata.revocationEndpoint)
+        }
+        guard let issuer = settings.issuer, let metadata = try? await discovery.discover(issuer: issuer, caFile: settings.caFile) else {
+            return nil
+        }
         discovered.withLock { $0 = metadata }
         return (metadata.tokenEndpoint, settings.revocationEndpoint ?? metadata.revocationEndpoint)
     }
@@ -46,7 +52,8 @@ final class OAuth2Refresher: ProviderRefresher {
         guard let endpoints = await endpoints() else {
             return .transient(reason: "OpenID Connect discovery for \(settings.issuer ?? "?") failed", retryAfter: nil)
         }
-        return await client.refresh(endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, stormPacing: stormPacing, now: now)
+        return await client.refresh(
+            endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, stormPacing: stormPacing, now: now)
     }
 
     func revoke(_ credential: Credential) async -> String? {

@@ -19,15 +19,19 @@ extension CredentialRegistry {
         }
         do {
             let verified = try await verifier.verify(request.accessToken, now: now())
-            logger.info("HAT token verified", metadata: [
-                "user_identifier": "\(request.userIdentifier)", "provider": "\(request.provider)",
-                "expires_in": "\(DurationFormat.humanReadable(verified.expiresAt - now()))",
-            ])
+            logger.info(
+                "HAT token verified",
+                metadata: [
+                    "user_identifier": "\(request.userIdentifier)", "provider": "\(request.provider)",
+                    "expires_in": "\(DurationFormat.humanReadable(verified.expiresAt - now()))",
+                ])
             return true
         } catch {
-            logger.notice("HAT token refused", metadata: [
-                "user_identifier": "\(request.userIdentifier)", "provider": "\(request.provider)", "problem": "\(error)",
-            ])
+            logger.notice(
+                "HAT token refused",
+                metadata: [
+                    "user_identifier": "\(request.userIdentifier)", "provider": "\(request.provider)", "problem": "\(error)",
+                ])
             if error.isTransient {
                 throw .refreshFailed(request.userIdentifier, reason: error.description, retryAt: nil)
             }

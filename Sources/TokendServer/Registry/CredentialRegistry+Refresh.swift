@@ -41,12 +41,15 @@ extension CredentialRegistry {
             case .refuseRecentlyRefreshed(let nextAllowed):
                 throw .refreshFailed(
                     userIdentifier,
-                    reason: "the token was refreshed less than \(DurationFormat.humanReadable(limits.forcedRefreshInterval)) ago; another refresh is allowed in \(DurationFormat.humanReadable(nextAllowed - current))",
+                    reason:
+                        "the token was refreshed less than \(DurationFormat.humanReadable(limits.forcedRefreshInterval)) ago; another refresh is allowed in \(DurationFormat.humanReadable(nextAllowed - current))",
                     retryAt: nextAllowed.secondsSince1970
                 )
             case .refuseFailing(let retryAt):
                 throw .refreshFailed(
-                    userIdentifier, reason: "the token has expired and refreshing it failed: \(entry.status.lastError ?? "unknown reason"); the next attempt is in \(DurationFormat.humanReadable(retryAt - current))",
+                    userIdentifier,
+                    reason:
+                        "the token has expired and refreshing it failed: \(entry.status.lastError ?? "unknown reason"); the next attempt is in \(DurationFormat.humanReadable(retryAt - current))",
                     retryAt: retryAt.secondsSince1970
                 )
             }
@@ -189,7 +192,9 @@ extension CredentialRegistry {
     /// answer to be read.
     static let stormPacing = Duration.milliseconds(50)
 
-    private func prepareGrant(_ user: String, reason: RefreshReason) async -> Result<(Credential, any ProviderRefresher, ProviderConfiguration), VarlinkError> {
+    private func prepareGrant(_ user: String, reason: RefreshReason) async -> Result<
+        (Credential, any ProviderRefresher, ProviderConfiguration), VarlinkError
+    > {
         let grouping = storeGrouping(for: reason)
         let providers = settings.current.providers
         let refreshable = Set(refreshers.byProvider.keys)
@@ -218,7 +223,8 @@ extension CredentialRegistry {
             case .sessionEnded(let provider):
                 return .failure(await markReauthenticationRequired(credential, reason: sessionEndedReason(provider)))
             case .noRefreshToken, nil:
-                return .failure(.refreshFailed(user, reason: "the credential has no refresh token; add a new one or log in again", retryAt: nil))
+                return .failure(
+                    .refreshFailed(user, reason: "the credential has no refresh token; add a new one or log in again", retryAt: nil))
             }
         case .started(let credential):
             guard let provider = providers[credential.provider], let refresher = refreshers.byProvider[credential.provider] else {
@@ -276,7 +282,8 @@ extension CredentialRegistry {
             switch freshness {
             case .fresher: break
             case .noFresher(let deadline):
-                staleness = "the provider answered with a token no fresher than the one it replaces (it expires in \(DurationFormat.humanReadable(deadline - received)))"
+                staleness =
+                    "the provider answered with a token no fresher than the one it replaces (it expires in \(DurationFormat.humanReadable(deadline - received)))"
             case .expiredOnArrival:
                 staleness = "the provider answered with a token that had already expired (check the provider's and this host's clocks)"
             }
@@ -312,10 +319,13 @@ extension CredentialRegistry {
             if let staleness, let retryAt = next.status.retryAt {
                 failures[user] = attempts
                 let entry = updateView(next, provider: provider)
-                logger.warning("refresh brought no fresher token; will retry", metadata: [
-                    "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(staleness)", "attempt": "\(attempts)",
-                    "retry_in": "\(DurationFormat.humanReadable(retryAt - received))", "credential_state": "retrying", "rotated": "\(rotated)",
-                ])
+                logger.warning(
+                    "refresh brought no fresher token; will retry",
+                    metadata: [
+                        "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(staleness)", "attempt": "\(attempts)",
+                        "retry_in": "\(DurationFormat.humanReadable(retryAt - received))", "credential_state": "retrying",
+                        "rotated": "\(rotated)",
+                    ])
                 if freshness == .expiredOnArrival {
                     return .failed(.refreshFailed(user, reason: staleness, retryAt: retryAt.secondsSince1970))
                 }
@@ -323,10 +333,12 @@ extension CredentialRegistry {
             }
             failures[user] = nil
             let entry = updateView(next, provider: provider)
-            logger.info("credential refreshed", metadata: [
-                "user_identifier": "\(user)", "provider": "\(provider.name)", "rotated": "\(rotated)",
-                "expires_in": "\(DurationFormat.humanReadable(entry.deadline - received))", "credential_state": "valid",
-            ])
+            logger.info(
+                "credential refreshed",
+                metadata: [
+                    "user_identifier": "\(user)", "provider": "\(provider.name)", "rotated": "\(rotated)",
+                    "expires_in": "\(DurationFormat.humanReadable(entry.deadline - received))", "credential_state": "valid",
+                ])
             return .refreshed(entry)
         case .permanent(let error, let description):
             // The server's free text may quote the tokens it refused: never pass them on.
@@ -336,7 +348,8 @@ extension CredentialRegistry {
             )
             return .failed(await markReauthenticationRequired(credential, reason: reason))
         case .transient(let reason, let retryAfter):
-            return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: retryAfter, unresolvedBefore: unresolvedBefore)
+            return await recordTransientFailure(
+                credential, provider: provider, reason: reason, retryAfter: retryAfter, unresolvedBefore: unresolvedBefore)
         case .unanswered(let reason):
             return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: nil, unanswered: true)
         }
@@ -362,11 +375,13 @@ extension CredentialRegistry {
         updated.status.retryAt = retryAt
         await writeStatus(&updated)
         updateView(updated, provider: provider)
-        logger.warning("refresh failed; will retry", metadata: [
-            "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(reason)", "attempt": "\(attempts)",
-            "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))", "credential_state": "retrying",
-            "grant_outcome": unanswered ? "unknown" : "failed",
-        ])
+        logger.warning(
+            "refresh failed; will retry",
+            metadata: [
+                "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(reason)", "attempt": "\(attempts)",
+                "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))", "credential_state": "retrying",
+                "grant_outcome": unanswered ? "unknown" : "failed",
+            ])
         return .failed(.refreshFailed(user, reason: reason, retryAt: retryAt.secondsSince1970))
     }
 
@@ -379,14 +394,20 @@ extension CredentialRegistry {
         updated.status.retryAt = nil
         await writeStatus(&updated)
         let providers = settings.current.providers
-        if let provider = providers[credential.provider] { updateView(updated, provider: provider) } else { view.store(entry(for: updated, providers: providers)) }
+        if let provider = providers[credential.provider] {
+            updateView(updated, provider: provider)
+        } else {
+            view.store(entry(for: updated, providers: providers))
+        }
         schedule.cancel(credential.userIdentifier)
         warnings.cancel(credential.userIdentifier)
         failures[credential.userIdentifier] = nil
-        logger.warning("reauthentication required", metadata: [
-            "user_identifier": "\(credential.userIdentifier)", "provider": "\(credential.provider)", "reason": "\(reason)",
-            "credential_state": "reauthentication_required",
-        ])
+        logger.warning(
+            "reauthentication required",
+            metadata: [
+                "user_identifier": "\(credential.userIdentifier)", "provider": "\(credential.provider)", "reason": "\(reason)",
+                "credential_state": "reauthentication_required",
+            ])
         return .reauthenticationRequired(credential.userIdentifier, reason: reason)
     }
 

@@ -89,20 +89,24 @@ extension CredentialRegistry {
     /// and metrics show it (``ViewEntry/shorterThanMargin``).
     func noteShortLivedTokens(provider: ProviderConfiguration, lifetime: Duration) {
         guard shortLivedProviders.insert(provider.name).inserted else { return }
-        logger.warning("tokens live no longer than refresh_margin; refreshing at two thirds of their lifetime instead", metadata: [
-            "provider": "\(provider.name)", "token_lifetime": "\(DurationFormat.humanReadable(lifetime))",
-            "refresh_margin": "\(DurationFormat.humanReadable(provider.refreshPolicy.minimumMargin))",
-        ])
+        logger.warning(
+            "tokens live no longer than refresh_margin; refreshing at two thirds of their lifetime instead",
+            metadata: [
+                "provider": "\(provider.name)", "token_lifetime": "\(DurationFormat.humanReadable(lifetime))",
+                "refresh_margin": "\(DurationFormat.humanReadable(provider.refreshPolicy.minimumMargin))",
+            ])
     }
 
     /// A provider's answer did not say when its token expires: said once per provider, with
     /// the lifetime used instead (`assumed_lifetime`).
     func noteAssumedLifetime(provider: ProviderConfiguration, reason: String) {
         guard assumedLifetimeProviders.insert(provider.name).inserted else { return }
-        logger.warning("token lifetime unknown; assuming assumed_lifetime", metadata: [
-            "provider": "\(provider.name)", "problem": "\(reason)",
-            "assumed_lifetime": "\(DurationFormat.humanReadable(provider.refreshPolicy.assumedLifetime))",
-        ])
+        logger.warning(
+            "token lifetime unknown; assuming assumed_lifetime",
+            metadata: [
+                "provider": "\(provider.name)", "problem": "\(reason)",
+                "assumed_lifetime": "\(DurationFormat.humanReadable(provider.refreshPolicy.assumedLifetime))",
+            ])
     }
 
     private nonisolated static func isOAuth(_ provider: ProviderConfiguration) -> Bool {
@@ -120,7 +124,10 @@ extension CredentialRegistry {
             for user in warnings.popDue(now: current) { warnAboutSessionEnd(user, now: current) }
             let due = schedule.popDue(now: current, limit: 4096)
             for user in due { startScheduledEvent(user, now: current) }
-            if due.count == 4096 { await Task.yield(); continue }
+            if due.count == 4096 {
+                await Task.yield()
+                continue
+            }
             let next = [schedule.nextDue, warnings.nextDue].compactMap { $0 }.min()
             await sleep(until: next)
         }
@@ -145,10 +152,12 @@ extension CredentialRegistry {
 
     private func warnAboutSessionEnd(_ user: String, now current: Timestamp) {
         guard let entry = view[user], let end = entry.sessionEndsAt, end > current else { return }
-        logger.warning("login ends soon; reauthenticate before then", metadata: [
-            "user_identifier": "\(user)", "provider": "\(entry.provider)",
-            "ends_in": "\(DurationFormat.humanReadable(end - current))", "ends_at": "\(end.secondsSince1970)",
-        ])
+        logger.warning(
+            "login ends soon; reauthenticate before then",
+            metadata: [
+                "user_identifier": "\(user)", "provider": "\(entry.provider)",
+                "ends_in": "\(DurationFormat.humanReadable(end - current))", "ends_at": "\(end.secondsSince1970)",
+            ])
     }
 
     /// Waits until `target` (wall clock) or until `wake()` — a new earlier plan, a wall-clock

@@ -52,9 +52,11 @@ extension CredentialRegistry {
                 }
                 return .granted(lease)
             case .heldElsewhere(let holder, let expiresAt):
-                logger.debug("another node is refreshing; waiting for its result", metadata: [
-                    "user_identifier": "\(user)", "lease_holder": "\(holder)",
-                ])
+                logger.debug(
+                    "another node is refreshing; waiting for its result",
+                    metadata: [
+                        "user_identifier": "\(user)", "lease_holder": "\(holder)",
+                    ])
                 await coordination.waitForChange(of: user, until: expiresAt + .milliseconds(250))
                 guard let entry = view[user] else { return .settled(.failed(.unknownUser(user))) }
                 if entry.status.state == .reauthenticationRequired {
@@ -91,11 +93,14 @@ extension CredentialRegistry {
         let retryAt = now() + backoff.delay(attempt: attempts, random: Double.random(in: 0..<1))
         schedule.schedule(user, at: retryAt)
         wake()
-        logger.warning("the credential store is unavailable; refresh postponed", metadata: [
-            "user_identifier": "\(user)", "problem": "\(reason)", "attempt": "\(attempts)",
-            "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))",
-        ])
-        return .refreshFailed(user, reason: "the credential store is unavailable; the refresh will be retried", retryAt: retryAt.secondsSince1970)
+        logger.warning(
+            "the credential store is unavailable; refresh postponed",
+            metadata: [
+                "user_identifier": "\(user)", "problem": "\(reason)", "attempt": "\(attempts)",
+                "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))",
+            ])
+        return .refreshFailed(
+            user, reason: "the credential store is unavailable; the refresh will be retried", retryAt: retryAt.secondsSince1970)
     }
 
     /// Publishes a credential read from the store (written by another node) to the view, and
@@ -134,9 +139,11 @@ extension CredentialRegistry {
                 logger.info("credential removed by another node", metadata: ["user_identifier": "\(user)"])
             }
         } catch {
-            logger.warning("reloading a credential changed by another node failed", metadata: [
-                "user_identifier": "\(user)", "problem": "\(error)",
-            ])
+            logger.warning(
+                "reloading a credential changed by another node failed",
+                metadata: [
+                    "user_identifier": "\(user)", "problem": "\(error)",
+                ])
         }
     }
 

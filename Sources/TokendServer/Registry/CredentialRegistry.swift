@@ -1,12 +1,12 @@
 import Dispatch
 import Logging
 import NIOCore
+import Synchronization
 import TokendConfig
 import TokendCore
 import TokendJSON
 import TokendOAuth
 import TokendProtocol
-import Synchronization
 import TokendStorage
 
 /// The one writer of credentials and the refresh engine.
@@ -179,7 +179,8 @@ actor CredentialRegistry {
                 readers = SystemIdentity.resolve(credential.readers)
                 if resolved.count < 10_000 { resolved[credential.readers] = readers }
             }
-            chunk.entries.append(ViewEntry(indexed: indexed, policy: provider.policy, resolvedReaders: readers, nextRefreshAt: nextRefreshAt))
+            chunk.entries.append(
+                ViewEntry(indexed: indexed, policy: provider.policy, resolvedReaders: readers, nextRefreshAt: nextRefreshAt))
         }
         return chunk
     }
@@ -238,7 +239,8 @@ actor CredentialRegistry {
         do {
             // The same validation as a token endpoint's answer.
             response = try TokenResponse.parse(object)
-            lifetime = answeredByProvider
+            lifetime =
+                answeredByProvider
                 ? response.lifetime(receivedAt: received, assumed: provider.refreshPolicy.assumedLifetime)
                 : try response.statedLifetime(receivedAt: received)
         } catch {
@@ -246,7 +248,9 @@ actor CredentialRegistry {
         }
         if let reason = lifetime.assumedBecause { noteAssumedLifetime(provider: provider, reason: reason) }
         if request.refreshToken == nil, !isHAT {
-            logger.info("credential has no refresh token; it is served until it expires", metadata: ["user_identifier": "\(request.userIdentifier)"])
+            logger.info(
+                "credential has no refresh token; it is served until it expires", metadata: ["user_identifier": "\(request.userIdentifier)"]
+            )
         }
         let credential = Credential(
             userIdentifier: request.userIdentifier,
@@ -292,10 +296,12 @@ actor CredentialRegistry {
         lastForced[stored.userIdentifier] = nil
         plan(stored, providers: settings.current.providers)
         view.store(entry(for: stored, providers: settings.current.providers))
-        logger.info("credential added", metadata: [
-            "user_identifier": "\(stored.userIdentifier)", "provider": "\(stored.provider)",
-            "uid": "\(caller.uid)", "pid": "\(caller.pid)", "readers": "\(readers.map(\.description).joined(separator: ","))",
-        ])
+        logger.info(
+            "credential added",
+            metadata: [
+                "user_identifier": "\(stored.userIdentifier)", "provider": "\(stored.provider)",
+                "uid": "\(caller.uid)", "pid": "\(caller.pid)", "readers": "\(readers.map(\.description).joined(separator: ","))",
+            ])
     }
 
     func remove(_ userIdentifier: String, caller: CallerIdentity) async throws(VarlinkError) {
@@ -320,9 +326,11 @@ actor CredentialRegistry {
         // that cannot be reached does not stop the removal the caller asked for.
         if let refresher = refreshers.byProvider[stored.provider] {
             if let problem = await refresher.revoke(stored) {
-                logger.warning("revoking the refresh token failed; removing the credential anyway", metadata: [
-                    "user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)", "problem": "\(problem)",
-                ])
+                logger.warning(
+                    "revoking the refresh token failed; removing the credential anyway",
+                    metadata: [
+                        "user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)", "problem": "\(problem)",
+                    ])
             } else {
                 logger.info("refresh token revoked", metadata: ["user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)"])
             }
@@ -339,7 +347,8 @@ actor CredentialRegistry {
         warnings.cancel(userIdentifier)
         failures[userIdentifier] = nil
         lastForced[userIdentifier] = nil
-        logger.info("credential removed", metadata: ["user_identifier": "\(userIdentifier)", "uid": "\(caller.uid)", "pid": "\(caller.pid)"])
+        logger.info(
+            "credential removed", metadata: ["user_identifier": "\(userIdentifier)", "uid": "\(caller.uid)", "pid": "\(caller.pid)"])
     }
 
     // MARK: Backup
@@ -348,9 +357,12 @@ actor CredentialRegistry {
     func backup(caller: CallerIdentity) async throws(VarlinkError) -> StoreBackup {
         do {
             let backup = try await store.backup()
-            logger.notice("store backed up", metadata: [
-                "credentials": "\(backup.credentials)", "bytes": "\(backup.bytes.count)", "uid": "\(caller.uid)", "pid": "\(caller.pid)",
-            ])
+            logger.notice(
+                "store backed up",
+                metadata: [
+                    "credentials": "\(backup.credentials)", "bytes": "\(backup.bytes.count)", "uid": "\(caller.uid)",
+                    "pid": "\(caller.pid)",
+                ])
             return backup
         } catch let error as StorageError where error.code == .unsupported || error.code == .fileSystem {
             throw .storageFailed(error.message)
@@ -369,7 +381,9 @@ actor CredentialRegistry {
         }
         do {
             let result = try await keys.rotate(store: store)
-            logger.notice("master key rotated", metadata: ["key_id": "\(result.keyID)", "reencrypted": "\(result.reencrypted)", "uid": "\(caller.uid)"])
+            logger.notice(
+                "master key rotated",
+                metadata: ["key_id": "\(result.keyID)", "reencrypted": "\(result.reencrypted)", "uid": "\(caller.uid)"])
             return (result.keyID, result.reencrypted)
         } catch let error as KeyManagement.RotationUnavailable {
             throw .keyRotationUnavailable(error.description)
@@ -394,7 +408,9 @@ actor CredentialRegistry {
         )
     }
 
-    func rebuiltEntry(_ old: ViewEntry, providers: [String: ProviderConfiguration], status: RefreshStatus? = nil, nextRefreshAt: Timestamp?? = nil) -> ViewEntry {
+    func rebuiltEntry(
+        _ old: ViewEntry, providers: [String: ProviderConfiguration], status: RefreshStatus? = nil, nextRefreshAt: Timestamp?? = nil
+    ) -> ViewEntry {
         ViewEntry(
             rebuilding: old, policy: policy(for: old.provider, providers: providers), resolvedReaders: SystemIdentity.resolve(old.readers),
             status: status ?? old.status, nextRefreshAt: nextRefreshAt ?? old.nextRefreshAt
@@ -407,15 +423,19 @@ actor CredentialRegistry {
         if let last = quotaLogged[caller.uid], now - last < ConnectionLimiter.reportInterval { return }
         if quotaLogged.count > 4096 { quotaLogged = quotaLogged.filter { now - $0.value < ConnectionLimiter.reportInterval } }
         quotaLogged[caller.uid] = now
-        logger.notice("credential refused: per-user limit reached", metadata: [
-            "uid": "\(caller.uid)", "pid": "\(caller.pid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)",
-            "user_identifier": "\(user)",
-        ])
+        logger.notice(
+            "credential refused: per-user limit reached",
+            metadata: [
+                "uid": "\(caller.uid)", "pid": "\(caller.pid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)",
+                "user_identifier": "\(user)",
+            ])
     }
 
     func logDenied(_ caller: CallerIdentity, action: String, user: String) {
-        logger.notice("permission denied", metadata: [
-            "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "action": "\(action)", "user_identifier": "\(user)",
-        ])
+        logger.notice(
+            "permission denied",
+            metadata: [
+                "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "action": "\(action)", "user_identifier": "\(user)",
+            ])
     }
 }

@@ -17,7 +17,10 @@ final class KeyManagement: Sendable {
     func rotate(store: any CredentialStore) async throws -> (keyID: String, reencrypted: Int) {
         let current = loaded.withLock { $0 }
         guard current.isWritable else {
-            throw RotationUnavailable(description: "the master key comes from \(current.source), which tokend cannot write; put a new key first in that credential and restart tokend to re-encrypt under it")
+            throw RotationUnavailable(
+                description:
+                    "the master key comes from \(current.source), which tokend cannot write; put a new key first in that credential and restart tokend to re-encrypt under it"
+            )
         }
         let outcome = try await KeyRotation.rotate(store: store, keyring: current)
         loaded.withLock { $0 = outcome.keyring }

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
 import Logging
 import Synchronization
 import TokendConfig
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Keeps token files up to date: each configured user's current access token, written
 /// atomically on every change and removed when the credential is removed or needs a new login.
@@ -35,7 +36,8 @@ final class TokenFileSinks: Sendable {
             }
             subscriptions.withLock { $0.append((user, id)) }
             if let entry = current(user) {
-                let event: WatchEvent = entry.status.state == .reauthenticationRequired ? .reauthenticationRequired(reason: "") : .updated(entry)
+                let event: WatchEvent =
+                    entry.status.state == .reauthenticationRequired ? .reauthenticationRequired(reason: "") : .updated(entry)
                 queue.async { [logger] in Self.handle(event, file: file, user: user, logger: logger) }
             }
         }
@@ -48,11 +50,15 @@ final class TokenFileSinks: Sendable {
         switch event {
         case .updated(let entry):
             if let problem = writeAtomically(Array(entry.accessToken.utf8), to: file.path, mode: file.mode) {
-                logger.error("writing a token file failed", metadata: ["user_identifier": "\(user)", "path": "\(file.path)", "problem": "\(problem)"])
+                logger.error(
+                    "writing a token file failed",
+                    metadata: ["user_identifier": "\(user)", "path": "\(file.path)", "problem": "\(problem)"])
             }
         case .removed, .reauthenticationRequired:
             if unlink(file.path) != 0, errno != ENOENT {
-                logger.error("removing a token file failed", metadata: ["user_identifier": "\(user)", "path": "\(file.path)", "problem": "\(String(cString: strerror(errno)))"])
+                logger.error(
+                    "removing a token file failed",
+                    metadata: ["user_identifier": "\(user)", "path": "\(file.path)", "problem": "\(String(cString: strerror(errno)))"])
             }
         }
     }

@@ -54,11 +54,14 @@ final class ViewEntry: Sendable {
     }
 
     /// The same token with a new policy, readers or status (reload, refresh bookkeeping).
-    convenience init(rebuilding old: ViewEntry, policy: RefreshPolicy, resolvedReaders: ResolvedReaders, status: RefreshStatus, nextRefreshAt: Timestamp?) {
+    convenience init(
+        rebuilding old: ViewEntry, policy: RefreshPolicy, resolvedReaders: ResolvedReaders, status: RefreshStatus, nextRefreshAt: Timestamp?
+    ) {
         let metadata = Credential(
             userIdentifier: old.userIdentifier, provider: old.provider, accessToken: SecretString(""), refreshToken: nil,
             tokenType: old.tokenType, scope: old.scope, expiresAt: old.expiresAt, issuedAt: old.issuedAt,
-            sessionStartedAt: old.sessionStartedAt, readers: old.readers, enrolment: old.enrolment, status: status, generation: old.generation
+            sessionStartedAt: old.sessionStartedAt, readers: old.readers, enrolment: old.enrolment, status: status,
+            generation: old.generation
         )
         self.init(
             metadata: metadata, token: old.token, hasRefreshToken: old.hasRefreshToken, policy: policy, resolvedReaders: resolvedReaders,

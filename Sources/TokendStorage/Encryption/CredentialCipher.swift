@@ -115,7 +115,9 @@ final class RowCipher {
             )
             // nonce ‖ ciphertext ‖ tag: what `combined` holds for a 12-byte nonce.
             guard let combined = box.combined else {
-                throw StorageError(code: .decryption, message: "cannot seal the \(binding.column) of credential '\(binding.userIdentifier)': no combined form")
+                throw StorageError(
+                    code: .decryption,
+                    message: "cannot seal the \(binding.column) of credential '\(binding.userIdentifier)': no combined form")
             }
             blob.append(contentsOf: combined)
             return blob

@@ -48,11 +48,13 @@ final class GenerationCounter: Sendable {
     /// Writes the counter to `meta` if this group took generations; called just before the
     /// group's commit.
     func save(_ db: Database) throws {
-        guard let value = state.withLock({ state -> Int64? in
-            guard let last = state.last, last != state.saved else { return nil }
-            state.writing = last
-            return last
-        }) else { return }
+        guard
+            let value = state.withLock({ state -> Int64? in
+                guard let last = state.last, last != state.saved else { return nil }
+                state.writing = last
+                return last
+            })
+        else { return }
         try db.cachedStatement(sql: "UPDATE meta SET value = ? WHERE key = 'last_generation'").execute(arguments: [value])
     }
 

@@ -1,7 +1,8 @@
+import GRDB
+
 #if canImport(Glibc)
     import Glibc
 #endif
-import GRDB
 
 extension SQLiteCredentialStore {
     /// The largest backup handed out over the socket; a larger store is copied with the
@@ -28,7 +29,9 @@ extension SQLiteCredentialStore {
         guard Int(info.st_size) <= Self.maximumBackupBytes else {
             throw StorageError(
                 code: .fileSystem,
-                message: "the store is \(info.st_size >> 20) MiB, more than an online backup carries (\(Self.maximumBackupBytes >> 20) MiB); copy \(databasePath) with tokend stopped")
+                message:
+                    "the store is \(info.st_size >> 20) MiB, more than an online backup carries (\(Self.maximumBackupBytes >> 20) MiB); copy \(databasePath) with tokend stopped"
+            )
         }
         let (credentials, schemaVersion): (Int, Int)
         do {
@@ -38,7 +41,8 @@ extension SQLiteCredentialStore {
             (credentials, schemaVersion) = try await copy.read { db in
                 let check = try String.fetchAll(db, sql: "PRAGMA integrity_check")
                 guard check == ["ok"] else {
-                    throw StorageError(code: .database, message: "the backup copy failed its integrity check: \(check.prefix(3).joined(separator: "; "))")
+                    throw StorageError(
+                        code: .database, message: "the backup copy failed its integrity check: \(check.prefix(3).joined(separator: "; "))")
                 }
                 return (
                     try Int.fetchOne(db, sql: "SELECT count(*) FROM credentials") ?? 0,

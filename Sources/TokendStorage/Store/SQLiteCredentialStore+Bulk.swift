@@ -30,7 +30,8 @@ extension SQLiteCredentialStore {
                     generation += 1
                     let sealed = try Self.seal(credential, cipher: cipher)
                     let values: [(any DatabaseValueConvertible)?] =
-                        [credential.userIdentifier] + Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt)
+                        [credential.userIdentifier]
+                        + Self.columnValues(credential, sealed: sealed, generation: generation, updatedAt: updatedAt)
                     do {
                         try statement.execute(arguments: StatementArguments(values))
                     } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {

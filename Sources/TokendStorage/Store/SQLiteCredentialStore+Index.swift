@@ -36,9 +36,12 @@ extension SQLiteCredentialStore {
                     let low = first + Int64(part) * span
                     let high = part == parts - 1 ? last : low + span - 1
                     group.addTask {
-                        (part, try await self.read("load the credential index") { db in
-                            try Self.indexPart(db, rowids: low...high, reader: reader, expected: total / parts)
-                        })
+                        (
+                            part,
+                            try await self.read("load the credential index") { db in
+                                try Self.indexPart(db, rowids: low...high, reader: reader, expected: total / parts)
+                            }
+                        )
                     }
                 }
                 var results = [IndexPart?](repeating: nil, count: parts)
@@ -104,7 +107,8 @@ extension SQLiteCredentialStore {
             // in autocommit mode), and its prepared form is kept: the first call for each
             // credential after start-up comes here, a million times after a large start.
             sealed = try pool.unsafeRead { db in
-                let statement = try db.cachedStatement(sql: "SELECT salt, access_token FROM credentials WHERE user_identifier = ? AND provider = ?")
+                let statement = try db.cachedStatement(
+                    sql: "SELECT salt, access_token FROM credentials WHERE user_identifier = ? AND provider = ?")
                 return try Row.fetchOne(statement, arguments: [userIdentifier, provider]).map { row in (row[0] as Data, row[1] as Data) }
             }
         } catch {

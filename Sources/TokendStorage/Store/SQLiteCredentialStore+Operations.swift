@@ -29,7 +29,8 @@ extension SQLiteCredentialStore {
         let updatedAt = now()
         // One transaction instead of a read and a write; committed without an fsync (see the
         // protocol for why the marker needs to survive the process, not a power cut).
-        return try await write("start a grant for credential '\(userIdentifier)'", durable: false, grouping: grouping, singleChange: true) { db in
+        return try await write("start a grant for credential '\(userIdentifier)'", durable: false, grouping: grouping, singleChange: true) {
+            db in
             guard var credential = try Self.fetchCredential(db, userIdentifier, cipher: self.cipher) else { return nil }
             guard shouldStart(credential) else { return .declined(credential) }
             credential.status.state = .refreshing
@@ -137,9 +138,11 @@ extension SQLiteCredentialStore {
                 let key = "substr(\(column), 2, 8)"
                 var last = Data()
                 for _ in 0..<100_000 {
-                    guard let next = try Data.fetchOne(
-                        db, sql: "SELECT min(\(key)) FROM credentials WHERE \(key) > ?", arguments: [last]
-                    ) else { break }
+                    guard
+                        let next = try Data.fetchOne(
+                            db, sql: "SELECT min(\(key)) FROM credentials WHERE \(key) > ?", arguments: [last]
+                        )
+                    else { break }
                     ids.insert(MasterKey.hex(next))
                     last = next
                 }

@@ -28,10 +28,11 @@ extension SQLiteCredentialStore {
 
     /// Every column of a row except `user_identifier`, in the order
     /// ``columnValues(_:sealed:generation:updatedAt:)`` gives their values.
-    static let writtenColumns = [
-        "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at", "issued_at",
-        "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at",
-    ] + statusColumns + ["generation", "updated_at"]
+    static let writtenColumns =
+        [
+            "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at", "issued_at",
+            "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at",
+        ] + statusColumns + ["generation", "updated_at"]
 
     /// The refresh bookkeeping columns, in the order ``statusValues(_:)`` gives their values.
     static let statusColumns = ["state", "last_refresh_at", "last_error", "refresh_count", "grant_started_at", "retry_at"]
@@ -91,7 +92,8 @@ extension SQLiteCredentialStore {
 
     private static func insertSQL(verb: String) -> String {
         let columns = ["user_identifier"] + writtenColumns
-        return "\(verb) INTO credentials (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        return
+            "\(verb) INTO credentials (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
     }
 
     private static func compareAndSwapSQL(_ columns: [String]) -> String {

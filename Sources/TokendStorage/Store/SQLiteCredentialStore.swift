@@ -188,7 +188,8 @@ public final class SQLiteCredentialStore: CredentialStore {
     /// Marks the store closed; returns whether it already was.
     func markClosed() -> Bool {
         isClosed.withLock { closed in
-            defer { closed = true }; return closed
+            defer { closed = true }
+            return closed
         }
     }
 
@@ -259,8 +260,7 @@ public final class SQLiteCredentialStore: CredentialStore {
     }
 
     /// Explains why a compare-and-swap `UPDATE` changed nothing.
-    static func compareAndSwapFailure(_ db: Database, _ userIdentifier: String, expected: Int64) throws -> StorageError
-    {
+    static func compareAndSwapFailure(_ db: Database, _ userIdentifier: String, expected: Int64) throws -> StorageError {
         let stored = try Int64.fetchOne(
             db,
             sql: "SELECT generation FROM credentials WHERE user_identifier = ?",

@@ -77,7 +77,9 @@ public struct Watchdog: Sendable {
             case .started:
                 // Unstructured on purpose: a probe stuck on a wedged event loop must not keep
                 // this loop (or shutdown, which cancels it) waiting. At most one exists at a time.
-                let probe = self.probe, ping = self.ping, logger = self.logger
+                let probe = self.probe
+                let ping = self.ping
+                let logger = self.logger
                 Task {
                     do {
                         try await probe()
@@ -111,7 +113,10 @@ public struct Watchdog: Sendable {
         var missed = 0
         var cancelled = false
 
-        enum Start { case started, stillRunning(missed: Int) }
+        enum Start {
+            case started
+            case stillRunning(missed: Int)
+        }
 
         mutating func begin() -> Start {
             if running {

@@ -79,12 +79,14 @@ enum SlowRefresher {
     }
 
     static func configuration(command: String, extra: String = "") -> String {
-        DaemonProcess.configuration(extraDaemon: "call_timeout = \"30s\"", providers: """
-            [providers.example]
-            kind = "exec"
-            command = ["\(command)"]
-            timeout = "20s"
-            """) + extra
+        DaemonProcess.configuration(
+            extraDaemon: "call_timeout = \"30s\"",
+            providers: """
+                [providers.example]
+                kind = "exec"
+                command = ["\(command)"]
+                timeout = "20s"
+                """) + extra
     }
 
     /// Refreshes started so far, by user identifier.
@@ -137,7 +139,8 @@ final class StreamingProcess: @unchecked Sendable {
     init(_ executable: String, _ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice

@@ -142,7 +142,9 @@ struct CommandResult {
     var stderr: String
 }
 
-func runCommand(_ executable: String, _ arguments: [String], stdin: String? = nil, timeout: Duration = .seconds(20)) async throws -> CommandResult {
+func runCommand(_ executable: String, _ arguments: [String], stdin: String? = nil, timeout: Duration = .seconds(20)) async throws
+    -> CommandResult
+{
     let result: ChildProcess.Output
     do {
         result = try await ChildProcess.run(executable, arguments, stdin: stdin, timeout: timeout)

@@ -8,7 +8,8 @@ final class FaultProxy: @unchecked Sendable {
 
     init(upstreamPort: Int, upstreamTLS: Bool = false) throws {
         port = try FreePort.pick()
-        process.configurePythonScript("Tests/idp/faultproxy.py", ["--listen", "\(port)", "--upstream", "\(upstreamPort)"] + (upstreamTLS ? ["--upstream-tls"] : []))
+        process.configurePythonScript(
+            "Tests/idp/faultproxy.py", ["--listen", "\(port)", "--upstream", "\(upstreamPort)"] + (upstreamTLS ? ["--upstream-tls"] : []))
     }
 
     func start() async throws {
@@ -32,7 +33,8 @@ final class FaultProxy: @unchecked Sendable {
             print(urllib.request.urlopen(req, timeout=10).read().decode())
             """
         let payload = body.map { String(decoding: try! JSONSerialization.data(withJSONObject: $0), as: UTF8.self) } ?? ""
-        let result = try await runCommand(IdentityProvider.python, ["-c", script, "http://127.0.0.1:\(port)\(path)", method], stdin: payload)
+        let result = try await runCommand(
+            IdentityProvider.python, ["-c", script, "http://127.0.0.1:\(port)\(path)", method], stdin: payload)
         guard result.status == 0 else { throw TestFailure("proxy control failed: \(result.stderr)") }
         return (try? RawClient.object(result.stdout)) ?? [:]
     }
@@ -60,22 +62,27 @@ struct IdPDaemon {
     let idp: IdentityProvider
     let daemon: DaemonProcess
 
-    static func start(idpOptions: IdentityProvider.Options = .init(), providerExtra: String = "", daemonExtra: String = "",
-                      endpoint: ((IdentityProvider) -> String)? = nil) async throws -> IdPDaemon {
+    static func start(
+        idpOptions: IdentityProvider.Options = .init(), providerExtra: String = "", daemonExtra: String = "",
+        endpoint: ((IdentityProvider) -> String)? = nil
+    ) async throws -> IdPDaemon {
         try requireVenv()
         let directory = try ScratchDirectory()
         let idp = try IdentityProvider(directory: directory, options: idpOptions)
         try await idp.start()
         try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
         let providers = idp.providerConfiguration(name: "example", extra: providerExtra, endpoint: endpoint?(idp))
-        let config = DaemonProcess.configuration(extraDaemon: "forced_refresh_interval = \"1s\"\nhttp_timeout = \"2s\"\n" + daemonExtra, providers: providers)
+        let config = DaemonProcess.configuration(
+            extraDaemon: "forced_refresh_interval = \"1s\"\nhttp_timeout = \"2s\"\n" + daemonExtra, providers: providers)
         let daemon = try DaemonProcess(configuration: config, directory: directory)
         try await daemon.start()
         return IdPDaemon(directory: directory, idp: idp, daemon: daemon)
     }
 
     /// Like `start`, with the fault proxy between tokend and the IdP's token endpoint.
-    static func startBehindProxy(idpOptions: IdentityProvider.Options = .init(), providerExtra: String = "", daemonExtra: String) async throws -> (IdPDaemon, FaultProxy) {
+    static func startBehindProxy(idpOptions: IdentityProvider.Options = .init(), providerExtra: String = "", daemonExtra: String)
+        async throws -> (IdPDaemon, FaultProxy)
+    {
         try requireVenv()
         let directory = try ScratchDirectory()
         let idp = try IdentityProvider(directory: directory, options: idpOptions)
@@ -96,10 +103,11 @@ struct IdPDaemon {
     @discardableResult
     func addMinted(_ user: String, lifetime: Int = 3600, client: RawClient) async throws -> [String: Any] {
         let minted = try await idp.mint(count: 1, lifetime: lifetime)[0]
-        let reply = try client.call(Tokens.addCall(
-            user: user, access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String,
-            expiresIn: minted["expires_in"] as? Int ?? lifetime
-        ))
+        let reply = try client.call(
+            Tokens.addCall(
+                user: user, access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String,
+                expiresIn: minted["expires_in"] as? Int ?? lifetime
+            ))
         guard reply.errorName == nil else { throw TestFailure("AddCredential failed: \(reply)") }
         return minted
     }

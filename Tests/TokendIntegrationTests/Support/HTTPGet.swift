@@ -54,7 +54,8 @@ enum PrometheusText {
         for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
             if line.hasPrefix("# TYPE ") || line.hasPrefix("# HELP ") { continue }
             guard let space = line.lastIndex(of: " ") else { throw TestFailure("not a sample: \(line)") }
-            let series = String(line[..<space]), valueText = String(line[line.index(after: space)...])
+            let series = String(line[..<space])
+            let valueText = String(line[line.index(after: space)...])
             guard
                 series.range(
                     of: #"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="[^"]*",?)*\})?$"#,

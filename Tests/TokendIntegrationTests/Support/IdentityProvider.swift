@@ -50,8 +50,10 @@ final class IdentityProvider: @unchecked Sendable {
     }
 
     func start(timeout: Duration = .seconds(90)) async throws {
-        var arguments = [Self.script, "serve", "--port", "\(port)", "--state-dir", stateDirectory,
-                         "--access-token-lifetime", "\(options.accessTokenLifetime)", "--refresh-grace", "\(options.refreshGrace)"]
+        var arguments = [
+            Self.script, "serve", "--port", "\(port)", "--state-dir", stateDirectory,
+            "--access-token-lifetime", "\(options.accessTokenLifetime)", "--refresh-grace", "\(options.refreshGrace)",
+        ]
         if options.reuseProtection { arguments.append("--reuse-protection") }
         arguments.append(options.rotate ? "--rotate" : "--no-rotate")
         if let tls = options.tls { arguments += ["--tls-cert", tls.cert, "--tls-key", tls.key] }
@@ -67,16 +69,18 @@ final class IdentityProvider: @unchecked Sendable {
         // Wait for "READY <port>": printed once a worker answers, after migrations. (The port
         // alone is not enough: gunicorn binds it before the database is ready.)
         let reading = output.fileHandleForReading
-        let ready = Task { await onOwnThread { () -> Bool in
-            var buffer = Data()
-            while true {
-                // `availableData` returns what is there; `read(upToCount:)` would wait for all 256 bytes.
-                let chunk = reading.availableData
-                if chunk.isEmpty { return false }
-                buffer.append(chunk)
-                if String(decoding: buffer, as: UTF8.self).contains("READY") { return true }
+        let ready = Task {
+            await onOwnThread { () -> Bool in
+                var buffer = Data()
+                while true {
+                    // `availableData` returns what is there; `read(upToCount:)` would wait for all 256 bytes.
+                    let chunk = reading.availableData
+                    if chunk.isEmpty { return false }
+                    buffer.append(chunk)
+                    if String(decoding: buffer, as: UTF8.self).contains("READY") { return true }
+                }
             }
-        } }
+        }
         let process = self.process
         let timer = Task {
             try await Task.sleep(for: timeout)
@@ -114,7 +118,8 @@ final class IdentityProvider: @unchecked Sendable {
     }
 
     func revoke(refreshToken: String) async throws {
-        let result = try await runCommand(Self.python, [Self.script, "revoke", "--state-dir", stateDirectory, "--refresh-token", refreshToken])
+        let result = try await runCommand(
+            Self.python, [Self.script, "revoke", "--state-dir", stateDirectory, "--refresh-token", refreshToken])
         guard result.status == 0 else { throw TestFailure("revoke failed: \(result.stderr)") }
     }
 

@@ -20,20 +20,26 @@ final class StreamingCommand: @unchecked Sendable {
             defer { lock.unlock() }
             if toOut { out += String(decoding: data, as: UTF8.self) } else { err += String(decoding: data, as: UTF8.self) }
         }
-        var snapshot: (String, String) { lock.lock(); defer { lock.unlock() }; return (out, err) }
+        var snapshot: (String, String) {
+            lock.lock()
+            defer { lock.unlock() }
+            return (out, err)
+        }
     }
 
     init(_ executable: String, _ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input
         try process.run()
         // Threads, not tasks: a blocking read would hold one of the few cooperative threads,
         // and the test's own tasks would starve.
-        let buffers = self.buffers, finished = self.finished
+        let buffers = self.buffers
+        let finished = self.finished
         for (pipe, isOut) in [(out, true), (err, false)] {
             Thread.detachNewThread {
                 while true {
@@ -53,10 +59,14 @@ final class StreamingCommand: @unchecked Sendable {
     func line(startingWith prefix: String, timeout: Duration = .seconds(30)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) { return String(line.dropFirst(prefix.count)) }
+            if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) {
+                return String(line.dropFirst(prefix.count))
+            }
             if !process.isRunning, !stdout.contains(prefix) {
                 try await Task.sleep(for: .milliseconds(100))
-                if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) { return String(line.dropFirst(prefix.count)) }
+                if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) {
+                    return String(line.dropFirst(prefix.count))
+                }
                 throw TestFailure("the command ended (\(process.terminationStatus)) without printing \(prefix): \(stdout) \(stderr)")
             }
             try await Task.sleep(for: .milliseconds(50))
@@ -70,7 +80,8 @@ final class StreamingCommand: @unchecked Sendable {
         while ContinuousClock.now < deadline {
             let lines = stdout.split(separator: "\n", omittingEmptySubsequences: false)
             if let index = lines.firstIndex(where: { $0 == marker }), index + 1 < lines.count, !lines[index + 1].isEmpty,
-               stdout.hasSuffix("\n") || index + 2 < lines.count {
+                stdout.hasSuffix("\n") || index + 2 < lines.count
+            {
                 return String(lines[index + 1])
             }
             if !process.isRunning { throw TestFailure("the command ended without printing \(marker): \(stdout) \(stderr)") }

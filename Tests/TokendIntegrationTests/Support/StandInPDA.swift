@@ -25,16 +25,18 @@ final class StandInPDA: @unchecked Sendable {
         process.standardError = FileHandle.nullDevice
         try process.run()
         let reading = output.fileHandleForReading
-        let reader = Task { await onOwnThread { () -> Int? in
-            var buffer = Data()
-            while true {
-                let chunk = reading.availableData
-                if chunk.isEmpty { return nil }
-                buffer.append(chunk)
-                let text = String(decoding: buffer, as: UTF8.self)
-                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("READY ") }) { return Int(line.dropFirst(6)) }
+        let reader = Task {
+            await onOwnThread { () -> Int? in
+                var buffer = Data()
+                while true {
+                    let chunk = reading.availableData
+                    if chunk.isEmpty { return nil }
+                    buffer.append(chunk)
+                    let text = String(decoding: buffer, as: UTF8.self)
+                    if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("READY ") }) { return Int(line.dropFirst(6)) }
+                }
             }
-        } }
+        }
         let process = self.process
         let timer = Task {
             try await Task.sleep(for: timeout)
@@ -85,7 +87,8 @@ final class StandInPDA: @unchecked Sendable {
 
     private func request(_ method: String, _ path: String, body: [String: Any]?) async throws -> [String: Any] {
         let payload = try body.map { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self) } ?? ""
-        let result = try await runCommand(IdentityProvider.python, ["-c", Self.clientScript, "http://127.0.0.1:\(port)\(path)", method], stdin: payload)
+        let result = try await runCommand(
+            IdentityProvider.python, ["-c", Self.clientScript, "http://127.0.0.1:\(port)\(path)", method], stdin: payload)
         guard result.status == 0 else { throw TestFailure("stand-in PDA control failed: \(result.stderr)") }
         return try RawClient.object(result.stdout)
     }

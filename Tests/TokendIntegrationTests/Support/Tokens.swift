@@ -15,7 +15,9 @@ enum Tokens {
     }
 
     /// An `AddCredential` call as raw JSON.
-    static func addCall(user: String, access: String, refresh: String?, expiresIn: Int = 3600, readers: [String]? = nil, provider: String = "example") -> String {
+    static func addCall(
+        user: String, access: String, refresh: String?, expiresIn: Int = 3600, readers: [String]? = nil, provider: String = "example"
+    ) -> String {
         var parameters: [String: Any] = ["userIdentifier": user, "provider": provider, "accessToken": access, "expiresIn": expiresIn]
         if let refresh { parameters["refreshToken"] = refresh }
         if let readers { parameters["readers"] = readers }

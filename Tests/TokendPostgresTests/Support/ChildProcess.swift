@@ -32,7 +32,8 @@ enum ChildProcess {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("tokend-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let outURL = scratch.appendingPathComponent("stdout"), errURL = scratch.appendingPathComponent("stderr")
+        let outURL = scratch.appendingPathComponent("stdout")
+        let errURL = scratch.appendingPathComponent("stderr")
         let inURL = scratch.appendingPathComponent("stdin")
         FileManager.default.createFile(atPath: outURL.path, contents: nil)
         FileManager.default.createFile(atPath: errURL.path, contents: nil)
@@ -47,7 +48,8 @@ enum ChildProcess {
             for (key, value) in environment { merged[key] = value }
             process.environment = merged
         }
-        let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
+        let out = try FileHandle(forWritingTo: outURL)
+        let err = try FileHandle(forWritingTo: errURL)
         let input = try FileHandle(forReadingFrom: inURL)
         defer {
             try? out.close()

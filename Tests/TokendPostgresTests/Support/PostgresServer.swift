@@ -1,4 +1,5 @@
 import Foundation
+
 // Shared by TokendPostgresTests and TokendIntegrationTests (the latter through a symlink).
 
 #if canImport(Glibc)
@@ -45,7 +46,8 @@ final class PostgresServer: @unchecked Sendable {
         try Self.password.write(toFile: passwordFile, atomically: false, encoding: .utf8)
         chown(passwordFile, account.pointee.pw_uid, account.pointee.pw_gid)
         let initdb = try await Self.asPostgres(
-            "initdb", ["-D", dataDirectory, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=\(passwordFile)", "--no-sync", "-E", "UTF8"],
+            "initdb",
+            ["-D", dataDirectory, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=\(passwordFile)", "--no-sync", "-E", "UTF8"],
             timeout: 120
         )
         guard initdb.status == 0 else { throw Failure(description: "initdb failed: \(initdb.output)") }
@@ -131,7 +133,9 @@ final class PostgresServer: @unchecked Sendable {
 
     // MARK: Helpers
 
-    private static func asPostgres(_ program: String, _ arguments: [String], timeout: Double) async throws -> (status: Int32, output: String) {
+    private static func asPostgres(_ program: String, _ arguments: [String], timeout: Double) async throws -> (
+        status: Int32, output: String
+    ) {
         try await run(
             "/usr/bin/setpriv", ["--reuid=postgres", "--regid=postgres", "--clear-groups", "--", binDirectory + "/" + program] + arguments,
             environment: [:], timeout: timeout)

@@ -6,18 +6,24 @@ import TokendStorage
 enum Fixture {
     static let keyring = Keyring(current: MasterKey.generate())
 
-    static func credential(_ user: String, access: String = "access-\(Int.random(in: 0..<1_000_000))", refresh: String? = "refresh-token-value")
+    static func credential(
+        _ user: String, access: String = "access-\(Int.random(in: 0..<1_000_000))", refresh: String? = "refresh-token-value"
+    )
         -> Credential
     {
         Credential(
             userIdentifier: user, provider: "example", accessToken: SecretString(access), refreshToken: refresh.map(SecretString.init),
             tokenType: "Bearer", scope: "read", expiresAt: Timestamp(millisecondsSince1970: 1_700_000_360_000),
-            issuedAt: Timestamp(millisecondsSince1970: 1_700_000_000_000), sessionStartedAt: Timestamp(millisecondsSince1970: 1_690_000_000_000),
-            readers: [.uid(1000), .group("backup")], enrolment: Enrolment(uid: 1000, pid: 42, at: Timestamp(millisecondsSince1970: 1_690_000_000_500))
+            issuedAt: Timestamp(millisecondsSince1970: 1_700_000_000_000),
+            sessionStartedAt: Timestamp(millisecondsSince1970: 1_690_000_000_000),
+            readers: [.uid(1000), .group("backup")],
+            enrolment: Enrolment(uid: 1000, pid: 42, at: Timestamp(millisecondsSince1970: 1_690_000_000_500))
         )
     }
 
-    static func settings(_ server: PostgresServer, node: String, leaseMilliseconds: Int64 = 30_000, password: String? = PostgresServer.password)
+    static func settings(
+        _ server: PostgresServer, node: String, leaseMilliseconds: Int64 = 30_000, password: String? = PostgresServer.password
+    )
         -> PostgresStoreSettings
     {
         PostgresStoreSettings(
@@ -28,7 +34,8 @@ enum Fixture {
         )
     }
 
-    static func open(_ server: PostgresServer, node: String, leaseMilliseconds: Int64 = 30_000, keyring: Keyring = Fixture.keyring) async throws
+    static func open(_ server: PostgresServer, node: String, leaseMilliseconds: Int64 = 30_000, keyring: Keyring = Fixture.keyring)
+        async throws
         -> PostgresCredentialStore
     {
         try await PostgresCredentialStore.open(

@@ -152,7 +152,9 @@ struct RequirementsOnlyStore: CredentialStore {
     let base: SQLiteCredentialStore
     func loadAll() async throws -> [Credential] { try await base.loadAll() }
     func load(userIdentifier: String) async throws -> Credential? { try await base.load(userIdentifier: userIdentifier) }
-    func insert(_ credential: Credential, replacing: Bool) async throws -> Credential { try await base.insert(credential, replacing: replacing) }
+    func insert(_ credential: Credential, replacing: Bool) async throws -> Credential {
+        try await base.insert(credential, replacing: replacing)
+    }
     func update(_ credential: Credential, expectedGeneration: Int64) async throws -> Credential {
         try await base.update(credential, expectedGeneration: expectedGeneration)
     }
