@@ -3,6 +3,7 @@ package tokend
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -279,7 +280,11 @@ func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) 
 	}
 	stop, err := cn.send(ctx, message)
 	if err != nil {
+		refused := cn.refusal(ctx, err, request.Method, request.Parameters)
 		cn.close()
+		if refused != nil {
+			return refused
+		}
 		if !reused || ctx.Err() != nil {
 			return cn.ioError(ctx, err, request.Method)
 		}
@@ -289,7 +294,11 @@ func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) 
 			return err
 		}
 		if stop, err = cn.send(ctx, message); err != nil {
+			refused := cn.refusal(ctx, err, request.Method, request.Parameters)
 			cn.close()
+			if refused != nil {
+				return refused
+			}
 			return cn.ioError(ctx, err, request.Method)
 		}
 	}
@@ -312,8 +321,9 @@ func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) 
 			return err
 		}
 		if err := r.errorOf(request.Method, request.Parameters); err != nil {
-			// An error reply is always the last one; the connection stays usable.
-			healthy = true
+			// An error reply is always the last one; the connection stays usable, unless the
+			// error may be the refusal of the connection itself, which the daemon then closes.
+			healthy = !errors.Is(err, ErrQuotaExceeded)
 			return err
 		}
 		if each != nil {

@@ -107,6 +107,37 @@ func (c *conn) send(ctx context.Context, message []byte) (stop func(), err error
 	return stop, nil
 }
 
+// waitingReplyTime bounds the read of a reply already sent on a connection whose write failed
+// (the peer is gone: its data and the end of the stream are there at once).
+const waitingReplyTime = time.Second
+
+// refusal returns the error reply the daemon had already sent when writing a call to it
+// failed with writeErr, or nil. A daemon that refuses a connection (QuotaExceeded for a per-uid
+// connection limit) writes that error as the connection's only message and closes it, maybe
+// before the call arrived: that error is the answer, not the broken connection. The connection
+// is not used for anything else afterwards.
+func (c *conn) refusal(ctx context.Context, writeErr error, method string, callParameters map[string]any) error {
+	if ctx.Err() != nil || isTimeout(writeErr) {
+		return nil
+	}
+	deadline := time.Now().Add(waitingReplyTime)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if c.nc.SetReadDeadline(deadline) != nil {
+		return nil
+	}
+	raw, err := c.read()
+	if err != nil {
+		return nil
+	}
+	r, err := decodeReply(raw, method)
+	if err != nil {
+		return nil
+	}
+	return r.errorOf(method, callParameters)
+}
+
 // read returns the next message, without its NUL terminator.
 func (c *conn) read() ([]byte, error) {
 	var message []byte

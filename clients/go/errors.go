@@ -209,24 +209,26 @@ func (e *UnknownLoginError) Error() string {
 }
 func (e *UnknownLoginError) Is(target error) bool { return target == ErrUnknownLogin }
 
-// QuotaExceededError: a limit of the daemon was reached (io.tokend.TokenProvider.QuotaExceeded).
-// Limit is the limit that applies, 0 when the daemon did not say.
+// QuotaExceededError: a per-uid limit of the daemon refused the call, or the connection itself
+// (io.tokend.TokenProvider.QuotaExceeded). Quota names the limit: "connections" (the daemon is
+// full for non-administrators), "connections_per_uid", "credentials_per_uid" or
+// "calls_in_flight_per_uid"; Limit is its value.
 type QuotaExceededError struct {
-	UserIdentifier string
-	Reason         string
+	Quota          string
 	Limit          int64
+	UserIdentifier string // empty when the daemon did not name a user
+	Method         string // the method called, without the interface
 }
 
 func (e *QuotaExceededError) Error() string {
-	text := "tokend's quota is exceeded"
-	if e.UserIdentifier != "" {
-		text += " for " + userPhrase(e.UserIdentifier)
+	method, quota := e.Method, e.Quota
+	if method == "" {
+		method = "the call"
 	}
-	text += reasonSuffix(e.Reason)
-	if e.Limit > 0 {
-		text += fmt.Sprintf(" (limit %d)", e.Limit)
+	if quota == "" {
+		quota = "?"
 	}
-	return text
+	return fmt.Sprintf("tokend refused %s: the quota %s (%d) is reached", method, quota, e.Limit)
 }
 func (e *QuotaExceededError) Is(target error) bool { return target == ErrQuotaExceeded }
 
@@ -378,7 +380,7 @@ func remoteError(name string, parameters map[string]any, method string, callPara
 	case errUnknownLogin:
 		return &UnknownLoginError{LoginID: text("loginId")}
 	case errQuotaExceeded:
-		e := &QuotaExceededError{UserIdentifier: text("userIdentifier"), Reason: text("reason")}
+		e := &QuotaExceededError{Quota: text("quota"), UserIdentifier: text("userIdentifier"), Method: shortMethod(method)}
 		if limit, ok := integer(parameters["limit"]); ok {
 			e.Limit = limit
 		}

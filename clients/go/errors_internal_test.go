@@ -61,8 +61,12 @@ func TestRemoteErrorMapping(t *testing.T) {
 				return errors.As(err, &e) && e.OAuthError == "access_denied"
 			}},
 		{errUnknownLogin, map[string]any{"loginId": "l1"}, ErrUnknownLogin, nil},
-		{errQuotaExceeded, map[string]any{"limit": jsonNumber("8")}, ErrQuotaExceeded,
-			func(err error) bool { var e *QuotaExceededError; return errors.As(err, &e) && e.Limit == 8 }},
+		{errQuotaExceeded, map[string]any{"quota": "credentials_per_uid", "limit": jsonNumber("8"), "userIdentifier": "alice"}, ErrQuotaExceeded,
+			func(err error) bool {
+				var e *QuotaExceededError
+				return errors.As(err, &e) && e.Quota == "credentials_per_uid" && e.Limit == 8 && e.UserIdentifier == "alice" &&
+					err.Error() == "tokend refused ProvideTokenReplacement: the quota credentials_per_uid (8) is reached"
+			}},
 		{errInvalidMessage, map[string]any{"reason": "not JSON"}, ErrProtocol, nil},
 		{"org.varlink.service.InvalidParameter", map[string]any{"parameter": "minValidSeconds"}, ErrInvalidParameter, nil},
 		{"org.varlink.service.MethodNotFound", map[string]any{"method": "X"}, ErrMethodNotFound, nil},

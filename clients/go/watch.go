@@ -61,7 +61,11 @@ func (c *Client) Watch(ctx context.Context, user string) (*Watcher, error) {
 	w := &Watcher{user: user, cn: cn, ctx: ctx, stop: stop, method: method}
 	stopFirst, err := cn.send(first, message)
 	if err != nil {
+		refused := cn.refusal(first, err, method, parameters)
 		w.Close()
+		if refused != nil {
+			return nil, refused
+		}
 		return nil, cn.ioError(first, err, method)
 	}
 	credentials, continues, err := w.receive(first)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket as _socket
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from ._common import (
@@ -13,6 +14,7 @@ from ._common import (
     Seconds,
     WatchBase,
     add_parameters,
+    raise_waiting_error,
     response_arguments,
     token_parameters,
     user_identifier,
@@ -25,30 +27,65 @@ from ._wire import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, connect_error, too_large_
 __all__ = ["AsyncClient", "AsyncWatch"]
 
 
+#: How long a connection whose send failed is read for a reply the daemon had already sent (the
+#: peer is gone, so its data and the end of the stream are there at once).
+_WAITING_REPLY_SECONDS = 1.0
+
+
 class _AsyncConnection:
-    def __init__(self, path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, path: str, sock: _socket.socket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self.path = path
+        self.sock = sock
         self.reader = reader
         self.writer = writer
         self.loop = asyncio.get_running_loop()
 
     @classmethod
     async def open(cls, path: str, method: str) -> "_AsyncConnection":
+        # The socket is made here (not by open_unix_connection) so that send() can use it.
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, path)
             # The limit bounds one message (readuntil), as MAX_MESSAGE_BYTES does for Client.
-            reader, writer = await asyncio.open_unix_connection(path, limit=MAX_MESSAGE_BYTES)
+            reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_MESSAGE_BYTES)
         except OSError as error:
+            sock.close()
             raise connect_error(path, error, method) from None
-        return cls(path, reader, writer)
+        except BaseException:
+            sock.close()
+            raise
+        return cls(path, sock, reader, writer)
 
     async def send(self, data: bytes) -> None:
         if self.writer.is_closing():
             raise Lost("closed")
         try:
-            self.writer.write(data)
-            await self.writer.drain()
+            sent = 0
+            if self.writer.transport.get_write_buffer_size() == 0:
+                # Straight to the (non-blocking) socket while the transport has nothing queued:
+                # a transport whose write fails closes the socket at once, and a reply the daemon
+                # sent before it closed the connection (a refused connection's QuotaExceeded)
+                # would be lost unread. A failure here leaves the transport reading it.
+                try:
+                    sent = self.sock.send(data)
+                except BlockingIOError:
+                    pass
+            if sent < len(data):
+                self.writer.write(data[sent:])
+                await self.writer.drain()
         except OSError as error:  # EPIPE, ECONNRESET
             raise Lost(error.strerror or "closed") from None
+
+    async def waiting(self) -> Optional[bytes]:
+        """A whole message the daemon already sent (for a send that failed); None when none comes."""
+        try:
+            message = await asyncio.wait_for(self.reader.readuntil(b"\0"), _WAITING_REPLY_SECONDS)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, OSError):
+            return None
+        return message[:-1]
 
     async def receive(self, method: str) -> bytes:
         try:
@@ -167,7 +204,11 @@ class AsyncClient(ClientBase, AsyncClosing):
             while True:
                 connection, reused = await self._connect(call.method)
                 with call.attempt(reused, self._drop):
-                    await connection.send(call.data)
+                    try:
+                        await connection.send(call.data)
+                    except Lost as lost:
+                        # A refused connection: the daemon wrote its error and closed it.
+                        call.send_failed(lost, await connection.waiting())
                     call.sent()
                     while not call.done:
                         # Cancelled (the timeout) or too large: a reply is still due on this
@@ -226,8 +267,11 @@ class AsyncWatch(WatchBase, AsyncClosing):
     async def _next_message(self, first: bool) -> bytes:
         if first:
             self._started = True
-            self._connection = await _AsyncConnection.open(self._client.socket_path, self._method)
-            await self._connection.send(self._message())
+            connection = self._connection = await _AsyncConnection.open(self._client.socket_path, self._method)
+            try:
+                await connection.send(self._message())
+            except Lost as lost:
+                raise_waiting_error(lost, await connection.waiting(), self._method, self._parameters)
         return await self._open_connection().receive(self._method)
 
     async def aclose(self) -> None:

@@ -17,6 +17,7 @@ from ._common import (
     WatchBase,
     add_parameters,
     positive_seconds,
+    raise_waiting_error,
     response_arguments,
     token_parameters,
     user_identifier,
@@ -58,6 +59,27 @@ class _Connection:
             raise Timeout("tokend at %s did not take the call to %s in time" % (self.path, method), method=method) from None
         except OSError as error:  # EPIPE, ECONNRESET, or closed meanwhile (EBADF)
             raise Lost(error.strerror or "closed") from None
+
+    def waiting(self) -> Optional[bytes]:
+        """A whole message the daemon already sent, read without waiting (for a send that failed:
+        a peer that closed has nothing more on its way); None when there is none."""
+        sock = self.sock
+        if sock is not None:
+            try:
+                sock.setblocking(False)
+                while b"\0" not in self.buffer and len(self.buffer) <= MAX_MESSAGE_BYTES:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    self.buffer.extend(chunk)
+            except OSError:  # nothing (more) to read, ECONNRESET after the data, closed meanwhile
+                pass
+        end = self.buffer.find(b"\0")
+        if end < 0:
+            return None
+        message = bytes(self.buffer[:end])
+        del self.buffer[: end + 1]
+        return message
 
     def receive(self, deadline: Optional[float], method: str, timeout: Optional[float]) -> bytes:
         """One message, without its NUL. ``deadline`` None waits as long as it takes."""
@@ -228,7 +250,11 @@ class Client(ClientBase, Closing):
         while True:
             connection, reused = self._connect(deadline, call.method)
             with call.attempt(reused, self._drop):
-                connection.send(call.data, deadline, call.method)
+                try:
+                    connection.send(call.data, deadline, call.method)
+                except Lost as lost:
+                    # A refused connection: the daemon wrote its error and closed it.
+                    call.send_failed(lost, connection.waiting())
                 call.sent()
                 while not call.done:
                     call.take(connection.receive(deadline, call.method, self.timeout))
@@ -275,8 +301,11 @@ class Watch(WatchBase, Closing):
                     self._started = True
                     timeout = self._client.timeout
                     deadline = start_deadline = time.monotonic() + timeout
-                    self._connection = _Connection(self._client.socket_path, start_deadline, self._method)
-                    self._connection.send(self._message(), start_deadline, self._method)
+                    connection = self._connection = _Connection(self._client.socket_path, start_deadline, self._method)
+                    try:
+                        connection.send(self._message(), start_deadline, self._method)
+                    except Lost as lost:
+                        raise_waiting_error(lost, connection.waiting(), self._method, self._parameters)
                 else:
                     timeout = self._idle_timeout
                     deadline = None if timeout is None else time.monotonic() + timeout

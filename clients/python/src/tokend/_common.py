@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Type, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optional, Type, TypeVar, Union
 
-from ._errors import InvalidParameter, ProtocolError, TokendError
+from ._errors import InvalidParameter, ProtocolError, QuotaExceeded, TokendError
 from ._types import Credentials
 from ._wire import decode_reply, encode_call, lost_error, method_name, socket_path
 
@@ -72,6 +72,17 @@ class Call:
         """The message left: from now on it may have reached the daemon."""
         self._sent = True
 
+    def send_failed(self, lost: "Lost", waiting: Optional[bytes]) -> NoReturn:
+        """The message could not be sent (``lost``); ``waiting`` is a whole message the daemon had
+        already sent on the connection, if any. An error reply waiting there is the answer (see
+        ``raise_waiting_error``): it is raised and the broken connection dropped. Otherwise
+        ``lost`` is raised, and the attempt decides."""
+        try:
+            raise_waiting_error(lost, waiting, self.method, self.parameters)
+        except TokendError:
+            self._drop()
+            raise
+
     def take(self, raw: bytes) -> None:
         """One reply (``done`` after the last); raises the typed error of an error reply."""
         reply, continues = decode_reply(raw, self.method, self.parameters)
@@ -85,7 +96,13 @@ class Call:
         return self
 
     def __exit__(self, kind: Any, error: Optional[BaseException], traceback: Any) -> bool:
-        if error is None or (isinstance(error, TokendError) and error.error_name is not None):
+        if error is None:
+            return False
+        if isinstance(error, TokendError) and error.error_name is not None:
+            if isinstance(error, QuotaExceeded):
+                # Maybe the refusal of the connection itself, which the daemon then closes: the
+                # next call opens a new one (it could not tell in time that this one is closed).
+                self._drop()
             return False
         # A timeout (or an interrupt, a cancellation) leaves a reply in flight, a malformed reply
         # leaves the stream unreadable: the connection's replies no longer match its calls.
@@ -101,6 +118,22 @@ class Call:
         # a fresh connection when the idle one was closed by the daemon (it restarted) before any
         # reply, and when the call changes nothing.
         return not self._sent or (self._reused and not self.replies and self.method in IDEMPOTENT_METHODS)
+
+
+def raise_waiting_error(lost: Lost, waiting: Optional[bytes], method: str, parameters: Mapping[str, Any]) -> NoReturn:
+    """Raises the typed error of ``waiting`` when it is an error reply, else ``lost``.
+
+    For a send that failed: a daemon that refuses a connection (``QuotaExceeded`` for a per-uid
+    connection limit) writes that error as the connection's only message and closes it, maybe
+    before the call arrived. The error it left is the answer, not the broken connection.
+    """
+    if waiting is not None:
+        try:
+            decode_reply(waiting, method, parameters)
+        except TokendError as error:
+            if error.error_name is not None:
+                raise error from None
+    raise lost
 
 
 class ClientBase:

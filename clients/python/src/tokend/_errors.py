@@ -156,7 +156,15 @@ class UnknownLogin(TokendError):
 
 
 class QuotaExceeded(TokendError):
-    """The caller reached a limit of the daemon; ``limit`` is that limit, when the daemon says."""
+    """A per-uid limit of the daemon refused the call, or the connection itself.
+
+    ``quota`` names the limit: ``connections`` (the daemon is full for non-administrators),
+    ``connections_per_uid``, ``credentials_per_uid`` or ``calls_in_flight_per_uid``; ``limit``
+    is its value; ``user`` (as ``user_identifier``) the user concerned, when the daemon says.
+    """
+
+    quota = _text_property("quota")
+    user = _text_property("userIdentifier")
 
     @property
     def limit(self) -> Optional[int]:
@@ -327,8 +335,8 @@ def error_from_reply(
         message = "tokend has no login in progress with that id for this caller"
     elif cls is QuotaExceeded:
         limit = parameters.get("limit")
-        limit_part = " (limit %d)" % limit if isinstance(limit, int) and not isinstance(limit, bool) else ""
-        message = "tokend refused %s: a quota is exhausted%s%s" % (shown_method, limit_part, reason_part)
+        limit_part = " (%d)" % limit if isinstance(limit, int) and not isinstance(limit, bool) else ""
+        message = "tokend refused %s: the quota %s%s is reached" % (shown_method, text("quota") or "?", limit_part)
     elif cls is InvalidParameter:
         message = "tokend refused parameter %r of %s" % (text("parameter") or "?", shown_method)
     elif cls is MethodNotFound:
