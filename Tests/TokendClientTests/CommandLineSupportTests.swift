@@ -240,7 +240,8 @@ struct TokenctlExitStatusTests {
         (TokendClientError.Code.daemonUnavailable, Int32(3)), (.unknownUser, 4), (.permissionDenied, 5),
         (.reauthenticationRequired, 6),
         (.refreshFailed, 7), (.timeout, 8), (.credentialExists, 9), (.unknownProvider, 10), (.invalidCredential, 11),
-        (.loginFailed, 12), (.unknownLogin, 12), (.invalidParameter, 2), (.protocolError, 1), (.storageFailed, 1), (.other, 1),
+        (.loginFailed, 12), (.unknownLogin, 12), (.quotaExceeded, 13), (.invalidParameter, 2), (.protocolError, 1), (.storageFailed, 1),
+        (.other, 1),
         (.cancelled, 1),
     ])
     func mapsCodesToStatuses(code: TokendClientError.Code, status: Int32) {
@@ -249,7 +250,7 @@ struct TokenctlExitStatusTests {
 
     @Test func tableListsEveryStatusOnce() {
         let statuses = TokenctlExitStatus.table.map(\.status)
-        #expect(statuses == Array(0...12))
+        #expect(statuses == Array(0...13))
         #expect(TokenctlExitStatus.helpText.contains(" 3  tokend is not running"))
     }
 }
