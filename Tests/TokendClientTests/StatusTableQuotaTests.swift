@@ -19,7 +19,7 @@ import TokendProtocol
         let usage = QuotaUsage(
             uid: 0, administrator: true, connections: 1, maxConnections: 128, credentials: 700, maxCredentials: 256, callsInFlight: 0,
             maxCallsInFlight: 64)
-        #expect(StatusTable.usageLine(usage) == "uid 0 (administrator, not limited per uid): 1 connections, 700 credentials")
+        #expect(StatusTable.usageLine(usage) == "uid 0 (administrator, not limited per uid): 1 connection, 700 credentials")
     }
 
     @Test func theUsageSurvivesTheWire() throws {

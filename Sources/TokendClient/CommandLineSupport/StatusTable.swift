@@ -94,8 +94,9 @@ public enum StatusTable {
     /// caller's use of its per-uid limits (administrators: not limited by them).
     public static func usageLine(_ usage: QuotaUsage) -> String {
         if usage.administrator {
-            return
-                "uid \(usage.uid) (administrator, not limited per uid): \(usage.connections) connections, \(usage.credentials) credentials"
+            let connections = usage.connections == 1 ? "1 connection" : "\(usage.connections) connections"
+            let credentials = usage.credentials == 1 ? "1 credential" : "\(usage.credentials) credentials"
+            return "uid \(usage.uid) (administrator, not limited per uid): \(connections), \(credentials)"
         }
         return
             "uid \(usage.uid): \(usage.connections) of \(usage.maxConnections) connections, \(usage.credentials) of \(usage.maxCredentials) credentials, "
