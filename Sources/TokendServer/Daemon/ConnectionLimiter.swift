@@ -11,17 +11,12 @@ final class ConnectionLimiter: Sendable {
         var openByUID: [UInt32: Int] = [:]
         var maximum: Int
         var quotas: UserQuotas
-        /// Refusals not yet reported, and when each uid's last report was, so that a flood of
-        /// connections from one uid produces one log line a minute.
-        var unreported: [UInt32: Int] = [:]
-        var lastReported: [UInt32: ContinuousClock.Instant] = [:]
+        /// A flood of connections from one uid is one log line a minute.
+        var reports = RefusalReports()
         /// Since start, for metrics.
         var accepted = 0
         var refused = 0
     }
-
-    /// How often a refused uid is logged at most.
-    static let reportInterval = Duration.seconds(60)
 
     private let state: Mutex<State>
 
@@ -40,13 +35,7 @@ final class ConnectionLimiter: Sendable {
             let mine = state.openByUID[uid, default: 0]
             if let refusal = state.quotas.admitConnection(open: state.open, openForUID: mine, maximum: state.maximum, isAdmin: isAdmin) {
                 state.refused += 1
-                state.unreported[uid, default: 0] += 1
-                if let last = state.lastReported[uid], now - last < Self.reportInterval { return .refused(refusal, report: 0) }
-                state.lastReported[uid] = now
-                let count = state.unreported.removeValue(forKey: uid) ?? 0
-                if state.lastReported.count > 4096 {
-                    state.lastReported = state.lastReported.filter { now - $0.value < Self.reportInterval }
-                }
+                let count = state.reports.record(uid: uid, now: now)
                 return .refused(refusal, report: count)
             }
             state.open += 1

@@ -8,8 +8,8 @@ import TokendCore
 final class CallsInFlight: Sendable {
     private struct State {
         var counts: [UInt32: Int] = [:]
-        /// When each refused uid was last logged: one line a minute per uid.
-        var lastReported: [UInt32: ContinuousClock.Instant] = [:]
+        /// One log line a minute per refused uid.
+        var reports = RefusalReports()
     }
 
     private let state = Mutex(State())
@@ -19,12 +19,7 @@ final class CallsInFlight: Sendable {
         state.withLock { state in
             let current = state.counts[uid, default: 0]
             if let refusal = quotas.admitCall(inFlight: current, isAdmin: isAdmin) {
-                if let last = state.lastReported[uid], now - last < ConnectionLimiter.reportInterval { return (refusal, false) }
-                if state.lastReported.count > 4096 {
-                    state.lastReported = state.lastReported.filter { now - $0.value < ConnectionLimiter.reportInterval }
-                }
-                state.lastReported[uid] = now
-                return (refusal, true)
+                return (refusal, state.reports.record(uid: uid, now: now) > 0)
             }
             state.counts[uid] = current + 1
             return nil

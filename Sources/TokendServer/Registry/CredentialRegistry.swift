@@ -41,8 +41,8 @@ actor CredentialRegistry {
     /// Adds by non-administrators between their quota check and their store write, per uid, so
     /// that concurrent adds cannot pass the credential quota together.
     var pendingEnrolments: [UInt32: Int] = [:]
-    /// When each uid's last quota refusal was logged: one line a minute per uid.
-    var quotaLogged: [UInt32: ContinuousClock.Instant] = [:]
+    /// One journal line a minute per uid whose enrolments the quota refuses.
+    var quotaReports = RefusalReports()
     var lastForced: [String: Timestamp] = [:]
     /// Providers whose short-lived tokens the journal has mentioned (once each).
     var shortLivedProviders: Set<String> = []
@@ -419,15 +419,13 @@ actor CredentialRegistry {
 
     /// A refused enrolment, logged once a minute per uid at most (a flood is one line).
     func logQuota(_ caller: CallerIdentity, refusal: QuotaRefusal, user: String) {
-        let now = ContinuousClock.now
-        if let last = quotaLogged[caller.uid], now - last < ConnectionLimiter.reportInterval { return }
-        if quotaLogged.count > 4096 { quotaLogged = quotaLogged.filter { now - $0.value < ConnectionLimiter.reportInterval } }
-        quotaLogged[caller.uid] = now
+        let refused = quotaReports.record(uid: caller.uid, now: .now)
+        guard refused > 0 else { return }
         logger.notice(
             "credential refused: per-user limit reached",
             metadata: [
                 "uid": "\(caller.uid)", "pid": "\(caller.pid)", "quota": "\(refusal.quota.rawValue)", "limit": "\(refusal.limit)",
-                "user_identifier": "\(user)",
+                "user_identifier": "\(user)", "refused": "\(refused)",
             ])
     }
 
