@@ -10,6 +10,15 @@ import TokendClient
 extension Tokenctl {
     /// `tokenctl login USER --provider NAME [--device] [--no-browser] [--port N] [--reader …] [--replace]`.
     struct Login: AsyncParsableCommand {
+        /// `expires in 20s`, `has expired` or `does not expire`.
+        static func expiry(_ expiresAt: Int64, now: Int64) -> String {
+            switch DurationText.expiresIn(expiresAt, now: now) {
+            case "expired": "has expired"
+            case "never": "does not expire"
+            case let left: "expires in \(left)"
+            }
+        }
+
         static let configuration = CommandConfiguration(
             abstract: "Log a user in at a provider and store the resulting credential.",
             discussion: """
@@ -122,7 +131,7 @@ extension Tokenctl {
             }
             let now = Terminal.now()
             Terminal.writeOutput(
-                "Logged in: stored the credential of user '\(status.userIdentifier)' (provider \(status.provider)); its token \(DurationText.expiresIn(status.expiresAt, now: now))."
+                "Logged in: stored the credential of user '\(status.userIdentifier)' (provider \(status.provider)); its token \(Self.expiry(status.expiresAt, now: now))."
             )
         }
 
@@ -137,7 +146,7 @@ extension Tokenctl {
             Terminal.writeOutput("User code: \(challenge.userCode ?? "?")")
             if let complete = challenge.verificationURIComplete { Terminal.writeOutput("Or open: \(complete)") }
             Terminal.writeOutput(
-                "Waiting for the login to be approved (the code \(DurationText.expiresIn(challenge.expiresAt, now: Terminal.now())))...")
+                "Waiting for the login to be approved (the code \(Self.expiry(challenge.expiresAt, now: Terminal.now())))...")
             let client = loginClient(challenge)
             defer { Task { await client.close() } }
             do {
