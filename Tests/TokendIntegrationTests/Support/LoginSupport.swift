@@ -164,7 +164,8 @@ extension IdentityProvider {
     func approveDevice(userCode: String, deny: Bool = false) async throws {
         var arguments = [Self.script, "approve-device", "--state-dir", stateDirectory, "--user-code", userCode]
         if deny { arguments.append("--deny") }
-        let result = try await runCommand(Self.python, arguments)
+        // Django's start-up alone takes seconds on a busy two-core machine.
+        let result = try await runCommand(Self.python, arguments, timeout: .seconds(60))
         guard result.status == 0 else { throw TestFailure("approve-device failed: \(result.stderr)") }
     }
 
