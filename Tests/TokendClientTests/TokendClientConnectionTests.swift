@@ -169,20 +169,7 @@ struct TokendClientConnectionTests {
             connection == 0 ? .silence : Canned.answer(call)
         }
         let client = TokendClient(socketPath: server.socketPath, callTimeout: .seconds(1))
-        async let first: Result<Credentials, TokendClientError> = capture { () async throws(TokendClientError) in
-            try await client.credentials(for: "alice")
-        }
-        async let second: Result<Credentials, TokendClientError> = capture { () async throws(TokendClientError) in
-            try await client.credentials(for: "bob")
-        }
-        let results = await [first, second]
-        for result in results {
-            guard case .failure(let error) = result else {
-                Issue.record("a call on the silent connection succeeded")
-                continue
-            }
-            #expect(error.code == .timeout)
-        }
+        await expectBothFail(client, with: .timeout, on: "silent")
         #expect(try await client.credentials(for: "carol").accessToken == "token-of-carol")
         await client.close()
         await server.stop()
@@ -194,20 +181,7 @@ struct TokendClientConnectionTests {
             connection == 0 ? .close : Canned.answer(call)
         }
         let client = TokendClient(socketPath: server.socketPath)
-        async let first: Result<Credentials, TokendClientError> = capture { () async throws(TokendClientError) in
-            try await client.credentials(for: "alice")
-        }
-        async let second: Result<Credentials, TokendClientError> = capture { () async throws(TokendClientError) in
-            try await client.credentials(for: "bob")
-        }
-        let results = await [first, second]
-        for result in results {
-            guard case .failure(let error) = result else {
-                Issue.record("a call on the closed connection succeeded")
-                continue
-            }
-            #expect(error.code == .daemonUnavailable)
-        }
+        await expectBothFail(client, with: .daemonUnavailable, on: "closed")
         // batch 2 on the new connection: send two calls so the server answers.
         async let third = client.credentials(for: "carol")
         async let fourth = client.credentials(for: "dave")
@@ -429,6 +403,23 @@ struct TokendClientConnectionTests {
 }
 
 /// Runs `body` and returns its outcome, so several concurrent failures can be inspected.
+/// Asks for alice's and bob's tokens at once and expects both calls to fail with `code`.
+func expectBothFail(_ client: TokendClient, with code: TokendClientError.Code, on connection: String) async {
+    async let first: Result<Credentials, TokendClientError> = capture { () async throws(TokendClientError) in
+        try await client.credentials(for: "alice")
+    }
+    async let second: Result<Credentials, TokendClientError> = capture { () async throws(TokendClientError) in
+        try await client.credentials(for: "bob")
+    }
+    for result in await [first, second] {
+        guard case .failure(let error) = result else {
+            Issue.record("a call on the \(connection) connection succeeded")
+            continue
+        }
+        #expect(error.code == code)
+    }
+}
+
 func capture<T>(_ body: () async throws(TokendClientError) -> T) async -> Result<T, TokendClientError> {
     do {
         return .success(try await body())

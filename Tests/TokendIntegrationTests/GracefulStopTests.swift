@@ -19,15 +19,7 @@ struct GracefulStopTests {
         try await proxy.set(["mode": "slow:5"])
         // Minted first, then added back to back, so all fall due together however slow the
         // machine is: 2 s after they were added (10 % of 20 s).
-        let minted = try await setup.idp.mint(count: Self.credentials, lifetime: 20)
-        for (index, response) in minted.enumerated() {
-            let reply = try client.call(
-                Tokens.addCall(
-                    user: "user-\(index)", access: response["access_token"] as! String, refresh: response["refresh_token"] as? String,
-                    expiresIn: 20
-                ))
-            #expect(reply.errorName == nil, "\(reply)")
-        }
+        try await setup.addMintedUsers(Self.credentials, client: client)
         let addedAt = ContinuousClock.now
         // Stop once every credential is due (two grants at the proxy, the rest waiting for a slot).
         while ContinuousClock.now < addedAt + .seconds(30) {
@@ -68,15 +60,7 @@ struct GrantCapTests {
         )
         let client = try RawClient(path: setup.daemon.socketPath)
         try await proxy.set(["mode": "slow:4"])
-        let minted = try await setup.idp.mint(count: cap + 4, lifetime: 20)
-        for (index, response) in minted.enumerated() {
-            let reply = try client.call(
-                Tokens.addCall(
-                    user: "user-\(index)", access: response["access_token"] as! String, refresh: response["refresh_token"] as? String,
-                    expiresIn: 20
-                ))
-            #expect(reply.errorName == nil, "\(reply)")
-        }
+        try await setup.addMintedUsers(cap + 4, client: client)
         // All fall due 2 s after they were added; each grant is held 4 s at the proxy.
         let deadline = ContinuousClock.now + .seconds(30)
         var most = 0
@@ -89,5 +73,21 @@ struct GrantCapTests {
         #expect(try await proxy.stats()["max_inflight"] as? Int ?? 0 <= cap, "the cap held")
         await setup.idp.stop()
         proxy.stop()
+    }
+}
+
+extension IdPDaemon {
+    /// Mints `count` credentials of 20 s at the IdP and adds them as `user-0`… back to back, so
+    /// that they all fall due together however slow the machine is.
+    func addMintedUsers(_ count: Int, client: RawClient) async throws {
+        let minted = try await idp.mint(count: count, lifetime: 20)
+        for (index, response) in minted.enumerated() {
+            let reply = try client.call(
+                Tokens.addCall(
+                    user: "user-\(index)", access: response["access_token"] as! String, refresh: response["refresh_token"] as? String,
+                    expiresIn: 20
+                ))
+            #expect(reply.errorName == nil, "\(reply)")
+        }
     }
 }

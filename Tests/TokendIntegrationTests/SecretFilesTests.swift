@@ -8,17 +8,7 @@ import Testing
 @Suite(.serialized)
 struct SecretFilesTests {
     @Test func tokensAreOnDiskOnlyInTheConfiguredSink() async throws {
-        let directory = try ScratchDirectory()
-        try FileManager.default.createDirectory(atPath: directory.file("tokens"), withIntermediateDirectories: true)
-        let config =
-            DaemonProcess.configuration() + """
-
-                [token_files.filed]
-                path = "tokens/filed"
-                mode = "0600"
-                """
-        let daemon = try DaemonProcess(configuration: config, directory: directory)
-        try await daemon.start()
+        let (directory, daemon) = try await DaemonProcess.startWithTokenFile(user: "filed", mode: "0600")
         let client = try RawClient(path: daemon.socketPath)
         let filedAccess = Tokens.random("FILEDACC-")
         let filedRefresh = Tokens.random("FILEDREF-")

@@ -10,11 +10,7 @@ struct SystemdIntegrationTests {
     // MARK: sd_notify
 
     @Test func notifiesReadyStatusWatchdogReloadingAndStoppingInOrder() async throws {
-        let directory = try ScratchDirectory()
-        let notify = try DatagramListener(path: directory.file("notify.sock"))
-        let daemon = try DaemonProcess(directory: directory)
-        daemon.process.environment = Self.environment(["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "1000000"])
-        try await daemon.start()
+        let (_, notify, daemon) = try await Self.startWithNotifySocket(["WATCHDOG_USEC": "1000000"])
 
         #expect(await notify.waitFor { $0.contains { $0["READY"] == "1" } }, "\(notify.messages)")
         let ready = try #require(notify.messages.first { $0["READY"] == "1" })
@@ -63,11 +59,7 @@ struct SystemdIntegrationTests {
     }
 
     @Test func aBlockedDaemonStopsSendingWatchdogPings() async throws {
-        let directory = try ScratchDirectory()
-        let notify = try DatagramListener(path: directory.file("notify.sock"))
-        let daemon = try DaemonProcess(directory: directory)
-        daemon.process.environment = Self.environment(["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"])
-        try await daemon.start()
+        let (_, notify, daemon) = try await Self.startWithNotifySocket(["WATCHDOG_USEC": "400000"])
         #expect(await notify.waitFor { $0.filter { $0["WATCHDOG"] == "1" }.count >= 2 })
 
         let pid = daemon.process.processIdentifier
@@ -139,11 +131,7 @@ struct SystemdIntegrationTests {
     // MARK: Reload
 
     @Test func reloadAddsAProviderWithoutDroppingConnectionsOrCredentials() async throws {
-        let directory = try ScratchDirectory()
-        let notify = try DatagramListener(path: directory.file("notify.sock"))
-        let daemon = try DaemonProcess(directory: directory)
-        daemon.process.environment = Self.environment(["NOTIFY_SOCKET": notify.path])
-        try await daemon.start()
+        let (directory, notify, daemon) = try await Self.startWithNotifySocket()
         let client = try RawClient(path: daemon.socketPath)
         let access = Tokens.random("kept-")
         #expect(try client.call(Tokens.addCall(user: "alice", access: access, refresh: "r")).errorName == nil)
@@ -178,11 +166,7 @@ struct SystemdIntegrationTests {
     }
 
     @Test func aBrokenConfigurationIsRejectedAndTheRunningOneStays() async throws {
-        let directory = try ScratchDirectory()
-        let notify = try DatagramListener(path: directory.file("notify.sock"))
-        let daemon = try DaemonProcess(directory: directory)
-        daemon.process.environment = Self.environment(["NOTIFY_SOCKET": notify.path])
-        try await daemon.start()
+        let (directory, notify, daemon) = try await Self.startWithNotifySocket()
         let client = try RawClient(path: daemon.socketPath)
 
         try directory.write("tokend.toml", DaemonProcess.configuration(extraDaemon: "max_connections = \"many\""))
@@ -491,6 +475,17 @@ struct SystemdIntegrationTests {
             let close = stat.lastIndex(of: ")")
         else { return nil }
         return stat[stat.index(after: close)...].split(separator: " ").first.map(String.init)
+    }
+
+    /// A started daemon in a new scratch directory that notifies a `NOTIFY_SOCKET` the test
+    /// listens on, with `extra` in its environment.
+    static func startWithNotifySocket(_ extra: [String: String] = [:]) async throws -> (ScratchDirectory, DatagramListener, DaemonProcess) {
+        let directory = try ScratchDirectory()
+        let notify = try DatagramListener(path: directory.file("notify.sock"))
+        let daemon = try DaemonProcess(directory: directory)
+        daemon.process.environment = environment(extra.merging(["NOTIFY_SOCKET": notify.path]) { $1 })
+        try await daemon.start()
+        return (directory, notify, daemon)
     }
 
     static func environment(_ extra: [String: String]) -> [String: String] {

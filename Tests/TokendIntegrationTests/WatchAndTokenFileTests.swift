@@ -85,17 +85,7 @@ struct WatchAndTokenFileTests {
     }
 
     @Test func tokenFilesChangeAtomicallyWithTheConfiguredModeAndGoAwayOnRemoval() async throws {
-        let directory = try ScratchDirectory()
-        try FileManager.default.createDirectory(atPath: directory.file("tokens"), withIntermediateDirectories: true)
-        let config =
-            DaemonProcess.configuration() + """
-
-                [token_files.filed]
-                path = "tokens/filed"
-                mode = "0640"
-                """
-        let daemon = try DaemonProcess(configuration: config, directory: directory)
-        try await daemon.start()
+        let (directory, daemon) = try await DaemonProcess.startWithTokenFile(user: "filed", mode: "0640")
         let admin = try RawClient(path: daemon.socketPath)
         let path = directory.file("tokens/filed")
         var written: Set<String> = []

@@ -90,6 +90,23 @@ final class DaemonProcess: @unchecked Sendable {
         FileManager.default.createFile(atPath: logPath, contents: nil)
     }
 
+    /// A started daemon whose configuration writes `user`'s access token to `tokens/<user>` (a
+    /// token file with `mode`), in a new scratch directory.
+    static func startWithTokenFile(user: String, mode: String) async throws -> (ScratchDirectory, DaemonProcess) {
+        let directory = try ScratchDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("tokens"), withIntermediateDirectories: true)
+        let config =
+            DaemonProcess.configuration() + """
+
+                [token_files.\(user)]
+                path = "tokens/\(user)"
+                mode = "\(mode)"
+                """
+        let daemon = try DaemonProcess(configuration: config, directory: directory)
+        try await daemon.start()
+        return (directory, daemon)
+    }
+
     /// Starts the daemon and waits until its socket accepts connections.
     func start(timeout: Duration = .seconds(20)) async throws {
         process.executableURL = URL(fileURLWithPath: Repository.binary("tokend"))
