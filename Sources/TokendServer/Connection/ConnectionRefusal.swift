@@ -36,8 +36,7 @@ final class ConnectionRefusal: ChannelInboundHandler {
         answered = true
         let bytes = ErrorReplies.encode(.quotaExceeded(refusal.quota.rawValue, limit: refusal.limit))
         var buffer = context.channel.allocator.buffer(capacity: bytes.count + 1)
-        buffer.writeBytes(bytes)
-        buffer.writeInteger(UInt8(0))
+        buffer.writeVarlinkMessage(bytes)
         let channel = context.channel
         context.writeAndFlush(NIOAny(buffer)).whenComplete { _ in
             channel.close(mode: .output, promise: nil)

@@ -49,8 +49,7 @@ final class ConnectionLimiter: Sendable {
     func release(uid: UInt32) {
         state.withLock { state in
             state.open -= 1
-            let mine = state.openByUID[uid, default: 1] - 1
-            state.openByUID[uid] = mine > 0 ? mine : nil
+            state.openByUID.decrementCount(uid)
         }
     }
 

@@ -29,8 +29,7 @@ final class CallsInFlight: Sendable {
     /// A call counted by ``begin(uid:isAdmin:quotas:now:)`` has been answered.
     func end(uid: UInt32) {
         state.withLock { state in
-            let left = state.counts[uid, default: 1] - 1
-            state.counts[uid] = left > 0 ? left : nil
+            state.counts.decrementCount(uid)
         }
     }
 

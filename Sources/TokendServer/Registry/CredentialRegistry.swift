@@ -280,8 +280,7 @@ actor CredentialRegistry {
         )
         pendingEnrolments[caller.uid, default: 0] += 1
         defer {
-            let left = pendingEnrolments[caller.uid, default: 1] - 1
-            pendingEnrolments[caller.uid] = left > 0 ? left : nil
+            pendingEnrolments.decrementCount(caller.uid)
         }
         let stored: Credential
         do {

@@ -15,6 +15,9 @@ final class CredentialView: Sendable {
     }
 
     private let shards: [Shard]
+    /// Credentials held per uid alone (``heldUID(_:)``), kept as entries come and go so that
+    /// quota checks and `Status` never count the whole view.
+    private let held = Mutex<[UInt32: Int]>([:])
     /// Told about every change of token or of serving state, for `Watch` and token files.
     let hub = WatchHub()
     /// Told about every change at all (state, plan, count), for `STATUS=` and the metrics file.
@@ -35,16 +38,41 @@ final class CredentialView: Sendable {
     func store(_ entry: ViewEntry) {
         let old = shard(for: entry.userIdentifier).entries.withLock { entries in
             defer { entries[entry.userIdentifier] = entry }
-            return entries[entry.userIdentifier]
+            let old = entries[entry.userIdentifier]
+            countHeld(removing: old, adding: entry)
+            return old
         }
         notifyChange(from: old, to: entry)
         changes.signal()
     }
 
     func remove(_ userIdentifier: String) {
-        let old = shard(for: userIdentifier).entries.withLock { $0.removeValue(forKey: userIdentifier) }
+        let old = shard(for: userIdentifier).entries.withLock { entries in
+            let old = entries.removeValue(forKey: userIdentifier)
+            countHeld(removing: old, adding: nil)
+            return old
+        }
         if old != nil { hub.publish(userIdentifier, .removed) }
         changes.signal()
+    }
+
+    /// The uid a credential is held for alone (its only reader), if any: what counts against
+    /// ``UserQuotas/credentialsPerUID``.
+    private static func heldUID(_ entry: ViewEntry?) -> UInt32? {
+        guard let entry, entry.readers.count == 1, case .uid(let uid) = entry.readers[0] else { return nil }
+        return uid
+    }
+
+    private func countHeld(removing old: ViewEntry?, adding new: ViewEntry?) {
+        let before = Self.heldUID(old)
+        let after = Self.heldUID(new)
+        guard before != after else { return }
+        held.withLock { held in
+            if let before {
+                held.decrementCount(before)
+            }
+            if let after { held[after, default: 0] += 1 }
+        }
     }
 
     /// Watchers hear about a new token or the end of the login; bookkeeping changes (state
@@ -69,6 +97,9 @@ final class CredentialView: Sendable {
     /// Replaces every entry at once (start-up and reload).
     func replaceAll(with entries: [ViewEntry]) {
         let grouped = Self.group(entries, shardCount: shards.count)
+        var counts: [UInt32: Int] = [:]
+        for entry in entries { if let uid = Self.heldUID(entry) { counts[uid, default: 0] += 1 } }
+        held.withLock { $0 = counts }
         for (index, shard) in shards.enumerated() {
             let newEntries = grouped[index]
             let old = shard.entries.withLock { entries in
@@ -116,14 +147,9 @@ final class CredentialView: Sendable {
     /// How many credentials are held for `uid` alone (their only reader), leaving out
     /// `excluding`: what counts against ``UserQuotas/credentialsPerUID``.
     func countHeld(by uid: UInt32, excluding: String? = nil) -> Int {
-        let own: [Reader] = [.uid(uid)]
-        var held = 0
-        for shard in shards {
-            shard.entries.withLock { entries in
-                for (user, entry) in entries where entry.readers == own && user != excluding { held += 1 }
-            }
-        }
-        return held
+        let all = held.withLock { $0[uid, default: 0] }
+        guard let excluding, Self.heldUID(self[excluding]) == uid else { return all }
+        return all - 1
     }
 
     /// A snapshot of all entries, sorted by user identifier (for `Status`).

@@ -11,13 +11,12 @@ extension SQLiteCredentialStore {
 
     /// A consistent online copy (`VACUUM INTO`): it runs on the writer connection between
     /// writes, so it sees one committed state, compacted, without the WAL. The copy is written
-    /// beside the database (the state directory, mode 0700) with mode 0600, checked with
+    /// beside the database, in the state directory (mode 0700: nobody else can open it, whatever
+    /// the file's mode, and the process-wide umask is left alone), made 0600, checked with
     /// `PRAGMA integrity_check`, read, and removed.
     public func backup() async throws -> StoreBackup {
         let path = "\(POSIXFile.directory(of: databasePath))/backup-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).sqlite"
         defer { unlink(path) }
-        let previous = umask(0o077)
-        defer { umask(previous) }
         do {
             try await pool.writeWithoutTransaction { db in try db.execute(sql: "VACUUM INTO ?", arguments: [path]) }
         } catch {
