@@ -151,12 +151,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "TokendJSONTests", dependencies: ["TokendJSON"], swiftSettings: swiftSettings),
-        .testTarget(name: "TokendCoreTests", dependencies: ["TokendCore"], swiftSettings: swiftSettings),
+        // Helpers every test target shares: loopback ports, child processes, blocking work on
+        // threads of its own, a real PostgreSQL server, the fuzz corpus. Not part of any product.
+        .target(name: "TokendTestSupport", path: "Tests/TokendTestSupport", swiftSettings: swiftSettings),
+        .testTarget(name: "TokendJSONTests", dependencies: ["TokendJSON", "TokendTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "TokendCoreTests", dependencies: ["TokendCore", "TokendTestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TokendProtocolTests",
             dependencies: [
-                "TokendProtocol", .product(name: "NIOCore", package: "swift-nio"),
+                "TokendProtocol", "TokendTestSupport", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
             ],
@@ -170,15 +173,16 @@ let package = Package(
         .testTarget(
             name: "TokendOAuthTests",
             dependencies: [
-                "TokendOAuth", "TokendCore", "TokendConfig", .product(name: "Crypto", package: "swift-crypto"),
+                "TokendOAuth", "TokendCore", "TokendConfig", "TokendTestSupport", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "TokendConfigTests", dependencies: ["TokendConfig"], swiftSettings: swiftSettings),
+        .testTarget(name: "TokendConfigTests", dependencies: ["TokendConfig", "TokendTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendStorageTests", dependencies: ["TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "TokendPostgresTests", dependencies: ["TokendPostgres", "TokendStorage", "TokendCore"], swiftSettings: swiftSettings),
+            name: "TokendPostgresTests", dependencies: ["TokendPostgres", "TokendStorage", "TokendCore", "TokendTestSupport"],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "TokendClientTests",
             dependencies: [
@@ -190,7 +194,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TokendIntegrationTests",
-            dependencies: ["TokendClient", "TokendProtocol"],
+            dependencies: ["TokendClient", "TokendProtocol", "TokendTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -50,18 +50,15 @@ struct TokendClientConnectionTests {
         await server.stop()
     }
 
+    /// A status row of a credential issued at 1,000 that expires at 2,000.
+    static func row(_ user: String, state: String = "valid") -> CredentialStatus {
+        CredentialStatus(
+            userIdentifier: user, provider: "example", state: state, expiresAt: 2_000, issuedAt: 1_000, sessionStartedAt: 1_000)
+    }
+
     @Test func statusCollectsStreamedReplies() async throws {
         let daemon = DaemonStatus(version: "0.1.0", startedAt: 1_000, credentials: 3, valid: 3)
-        let rows = ["alice", "bob", "carol"].map {
-            CredentialStatus(
-                userIdentifier: $0,
-                provider: "example",
-                state: "valid",
-                expiresAt: 2_000,
-                issuedAt: 1_000,
-                sessionStartedAt: 1_000
-            )
-        }
+        let rows = ["alice", "bob", "carol"].map { Self.row($0) }
         let server = try await TestVarlinkServer.start { call, _ in
             switch call.method {
             case TokenProviderMethod.status.rawValue:
@@ -94,14 +91,7 @@ struct TokendClientConnectionTests {
     }
 
     @Test func streamedAndSingleRepliesInOneWriteAreMatchedInOrder() async throws {
-        let row = CredentialStatus(
-            userIdentifier: "alice",
-            provider: "example",
-            state: "valid",
-            expiresAt: 2_000,
-            issuedAt: 1_000,
-            sessionStartedAt: 1_000
-        )
+        let row = Self.row("alice")
         let server = try await TestVarlinkServer.start(batch: 2) { call, _ in
             if call.method == TokenProviderMethod.status.rawValue {
                 return .reply([
@@ -123,15 +113,9 @@ struct TokendClientConnectionTests {
     }
 
     @Test func statusForOneUserIsASingleCall() async throws {
-        let row = CredentialStatus(
-            userIdentifier: "alice",
-            provider: "example",
-            state: "retrying",
-            expiresAt: 2_000,
-            issuedAt: 1_000,
-            sessionStartedAt: 1_000,
-            lastError: "the IdP answered 503"
-        )
+        var retrying = Self.row("alice", state: "retrying")
+        retrying.lastError = "the IdP answered 503"
+        let row = retrying
         let server = try await TestVarlinkServer.start { call, _ in
             .reply([VarlinkReply(parameters: ["credentials": .array([.object(row.json)])])])
         }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokendConfig
 import TokendJSON
+import TokendTestSupport
 
 /// Replays the committed libFuzzer corpus and minimised crashes of `Fuzz/Sources/fuzz-config`
 /// (see `scripts/fuzz`) without sanitizers. An input is a JSON text standing for the document tree
@@ -11,14 +12,8 @@ struct FuzzCorpusReplayTests {
     static let target = "fuzz-config"
     static let secret = "fuzz-secret-4f1c2a"
 
-    @Test func corpusIsPresent() {
-        #expect(!FuzzInputs.files(Self.target).isEmpty, "Fuzz/Corpus/\(Self.target) is missing or empty")
-    }
-
     @Test func configurationValidation() throws {
-        for file in FuzzInputs.files(Self.target) {
-            try configurationValidation(file, try FuzzInputs.contents(file))
-        }
+        try FuzzInputs.replay(Self.target, configurationValidation)
     }
 
     func configurationValidation(_ file: String, _ bytes: [UInt8]) throws {

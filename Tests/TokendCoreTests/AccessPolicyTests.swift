@@ -194,3 +194,14 @@ struct ResolvedReadersTests {
         #expect(resolved == ResolvedReaders(uids: [1], gids: [2]))
     }
 }
+
+struct ConstantTimeTests {
+    @Test func equalOnlyForTheSameBytes() {
+        #expect(ConstantTime.equal("state-1234", "state-1234"))
+        #expect(!ConstantTime.equal("state-1234", "state-1235"))
+        #expect(!ConstantTime.equal("state-1234", "state-123"))
+        #expect(!ConstantTime.equal("", "x"))
+        #expect(ConstantTime.equal("", ""))
+        #expect(!ConstantTime.equal("é", "e\u{301}"), "bytes, not canonically equivalent characters")
+    }
+}

@@ -2,25 +2,19 @@ import Foundation
 import Testing
 import TokendCore
 import TokendJSON
+import TokendTestSupport
 
 /// Replays the committed libFuzzer corpora and minimised crashes of `Fuzz/Sources/fuzz-token-response`
 /// and `Fuzz/Sources/fuzz-jwt` (see `scripts/fuzz`) without sanitizers, with the same invariants.
 struct FuzzCorpusReplayTests {
     static let now = Timestamp(secondsSince1970: 1_700_000_000)
 
-    @Test(arguments: ["fuzz-token-response", "fuzz-jwt"])
-    func corpusIsPresent(_ target: String) {
-        #expect(!FuzzInputs.files(target).isEmpty, "Fuzz/Corpus/\(target) is missing or empty")
-    }
-
     /// An input is the HTTP status (2 bytes, big-endian), the `Retry-After` header up to the first
     /// `\n` (none when empty), then the body. A 200 is `success` exactly when `TokenResponse.parse`
     /// accepts the body, nothing else is, an accepted token is never empty, and `Retry-After` stays
     /// within a day.
     @Test func tokenEndpointResponse() throws {
-        for file in FuzzInputs.files("fuzz-token-response") {
-            try tokenEndpointResponse(file, try FuzzInputs.contents(file))
-        }
+        try FuzzInputs.replay("fuzz-token-response", tokenEndpointResponse)
     }
 
     func tokenEndpointResponse(_ file: String, _ input: [UInt8]) throws {
@@ -55,9 +49,7 @@ struct FuzzCorpusReplayTests {
     /// The input is a token string. Claims that decode are sane NumericDates; base64url decoding
     /// never grows, and decoding an encoding gives the bytes back.
     @Test func jwtClaimsAndBase64URL() throws {
-        for file in FuzzInputs.files("fuzz-jwt") {
-            try jwtClaimsAndBase64URL(file, try FuzzInputs.contents(file))
-        }
+        try FuzzInputs.replay("fuzz-jwt", jwtClaimsAndBase64URL)
     }
 
     func jwtClaimsAndBase64URL(_ file: String, _ bytes: [UInt8]) throws {

@@ -1,20 +1,16 @@
 import Testing
 import TokendCore
 import TokendJSON
+import TokendTestSupport
 
 /// Replays `Fuzz/Corpus/fuzz-hat` and `Fuzz/Crashes/fuzz-hat` (see `scripts/fuzz`) without
 /// sanitizers, with the invariants of `Fuzz/Sources/fuzz-hat`.
 struct HATFuzzReplayTests {
-    @Test func corpusIsPresent() {
-        #expect(!FuzzInputs.files("fuzz-hat").isEmpty, "Fuzz/Corpus/fuzz-hat is missing or empty")
-    }
-
     /// Each input is a token and, base64url-encoded, the payload of an RS256 token. An accepted
     /// token is RS256 with iat ≤ exp; `check` with its own issuer and application accepts it
     /// exactly when exp lies after the time given; no error message quotes the token.
     @Test func hatTokenClaims() throws {
-        for file in FuzzInputs.files("fuzz-hat") {
-            let bytes = try FuzzInputs.contents(file)
+        try FuzzInputs.replay("fuzz-hat") { file, bytes in
             let asPayload = Base64URL.encode(Array(#"{"alg":"RS256","kid":"k"}"#.utf8)) + "." + Base64URL.encode(bytes) + ".c2lnbmF0dXJl"
             for token in [String(decoding: bytes, as: UTF8.self), asPayload] {
                 do {

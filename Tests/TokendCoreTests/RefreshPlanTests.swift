@@ -1,4 +1,5 @@
 import Testing
+import TokendTestSupport
 
 @testable import TokendCore
 
@@ -90,7 +91,7 @@ struct RefreshPlanPropertyTests {
     /// step of `step` (forward or back) happens before grant `stepAt`.
     static func simulate(
         policy: RefreshPolicy, lifetime: Duration, rounds: Int, step: Duration = .zero, stepAt: Int = -1,
-        using generator: inout SplitMix
+        using generator: inout SeededGenerator
     ) -> Run {
         var run = Run()
         var clock = ts(1_700_000_000)
@@ -127,7 +128,7 @@ struct RefreshPlanPropertyTests {
 
     @Test(arguments: lifetimes)
     func grantsPerLifetimeStayBetweenOneAndTwo(lifetimeSeconds: Int64) {
-        var generator = SplitMix(seed: UInt64(lifetimeSeconds))
+        var generator = SeededGenerator(seed: UInt64(lifetimeSeconds))
         for margin in Self.margins {
             for fraction in Self.fractions {
                 for jitterFraction in Self.jitterFractions {
@@ -147,7 +148,7 @@ struct RefreshPlanPropertyTests {
 
     @Test(arguments: clockSteps)
     func aClockStepCausesAtMostOneExtraGrant(stepSeconds: Int64) {
-        var generator = SplitMix(seed: UInt64(bitPattern: stepSeconds))
+        var generator = SeededGenerator(seed: UInt64(bitPattern: stepSeconds))
         for lifetime in Self.lifetimes {
             let policy = RefreshPolicy()
             let steady = Self.simulate(policy: policy, lifetime: .seconds(lifetime), rounds: 30, using: &generator)
@@ -164,7 +165,7 @@ struct RefreshPlanPropertyTests {
     }
 
     @Test func randomPoliciesAndTokensNeverPlanAtOrAfterTheDeadline() {
-        var generator = SplitMix(seed: 18)
+        var generator = SeededGenerator(seed: 18)
         for _ in 0..<2000 {
             let lifetime = Int64.random(in: 1...(90 * 86_400), using: &generator)
             let policy = RefreshPolicy(

@@ -1,4 +1,5 @@
 import Testing
+import TokendTestSupport
 
 @testable import TokendCore
 
@@ -130,7 +131,7 @@ struct RefreshPointTests {
     }
 
     @Test func propertyNeverAfterDeadlineMinusMarginAndNeverBeforeIssue() {
-        var generator = SplitMix(seed: 99)
+        var generator = SeededGenerator(seed: 99)
         for _ in 0..<500 {
             let iat = Int64.random(in: 0...2_000_000_000, using: &generator)
             let lifetime = Int64.random(in: 1...(90 * 86400), using: &generator)
@@ -153,18 +154,6 @@ struct RefreshPointTests {
                 #expect(point >= credential.issuedAt)
             }
         }
-    }
-}
-
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

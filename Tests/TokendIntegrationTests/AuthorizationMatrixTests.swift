@@ -45,17 +45,21 @@ struct AuthorizationMatrixTests {
         return String(decoding: try! JSONSerialization.data(withJSONObject: object), as: UTF8.self)
     }
 
-    @Test func everyMethodForAnotherUidAndGidIsPermissionDenied() async throws {
+    /// A daemon with one credential, `shared`, that root added for the reader uid and the
+    /// reader group: the daemon, root's connection and the access token.
+    static func daemonSharing(refresh: String?) async throws -> (DaemonProcess, RawClient, String) {
         let daemon = try DaemonProcess()
         try await daemon.start()
         let root = try RawClient(path: daemon.socketPath)
         let access = Tokens.random("shared-")
-        #expect(
-            try root.call(
-                Tokens.addCall(
-                    user: "shared", access: access, refresh: Tokens.random("r-"),
-                    readers: ["uid:\(Self.readerUid)", "gid:\(Self.readerGid)"])
-            ).errorName == nil)
+        let added = try root.call(
+            Tokens.addCall(user: "shared", access: access, refresh: refresh, readers: ["uid:\(readerUid)", "gid:\(readerGid)"]))
+        #expect(added.errorName == nil, "\(added)")
+        return (daemon, root, access)
+    }
+
+    @Test func everyMethodForAnotherUidAndGidIsPermissionDenied() async throws {
+        let (daemon, root, access) = try await Self.daemonSharing(refresh: Tokens.random("r-"))
 
         // Callers that are neither the reader uid nor in the reader group, by primary or
         // supplementary group: another uid, another primary gid, other supplementary groups.
@@ -87,14 +91,7 @@ struct AuthorizationMatrixTests {
     }
 
     @Test func readersByUidPrimaryGidAndSupplementaryGroupMayReadButNotManage() async throws {
-        let daemon = try DaemonProcess()
-        try await daemon.start()
-        let root = try RawClient(path: daemon.socketPath)
-        let access = Tokens.random("shared-")
-        #expect(
-            try root.call(
-                Tokens.addCall(user: "shared", access: access, refresh: nil, readers: ["uid:\(Self.readerUid)", "gid:\(Self.readerGid)"])
-            ).errorName == nil)
+        let (daemon, root, access) = try await Self.daemonSharing(refresh: nil)
         let readers: [(uid: UInt32, gid: UInt32, groups: [UInt32])] = [
             (Self.readerUid, Self.otherGid, []),  // by uid
             (Self.outsider, Self.readerGid, []),  // by primary gid
@@ -135,16 +132,10 @@ struct AuthorizationMatrixTests {
         #expect(try root.call(Tokens.addCall(user: "root-only", access: access, refresh: nil)).errorName == nil)
         let script = #"""
             import json, os, socket, sys
-            path, call = sys.argv[1], sys.argv[2].encode() + b"\0"
+            path, call = sys.argv[1], sys.argv[2].encode()
+            \#(OtherUser.pythonExchange)
             def ask(s):
-                s.sendall(call)
-                data = b""
-                while not data.endswith(b"\0"):
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                return json.loads(data.rstrip(b"\0") or b"{}")
+                return json.loads(exchange(s, call) or b"{}")
             def connect():
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.settimeout(10)

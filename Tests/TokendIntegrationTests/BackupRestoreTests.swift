@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 /// `tokenctl backup` and the documented restore (stop, install the copy, start), against the
 /// real IdP, which rotates refresh tokens and revokes the old one at once.

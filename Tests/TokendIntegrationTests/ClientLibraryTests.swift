@@ -347,15 +347,16 @@ struct ClientLibraryTests {
         let token = Tokens.random("exec-")
         #expect(try admin.call(Tokens.addCall(user: "alice", access: token, refresh: nil)).errorName == nil)
         let dump = "import json, os, sys; print(json.dumps({'argv': sys.argv, 'env': dict(os.environ), 'pid': os.getpid()}))"
-        let child = try StreamingProcess(
+        let child = try StreamingCommand(
             Repository.binary("tokenctl"),
             [
                 "exec", "--socket", daemon.socketPath, "alice", "--env", "MY_TOKEN", "--min-valid", "60", "--", "python3", "-c", dump,
                 "one", "two",
             ]
         )
-        #expect(try await child.waitForExit() == 0, "\(child.errorOutput)")
-        let report = try RawClient.object(child.output)
+        let finished = try await child.finish()
+        #expect(finished.status == 0, "\(finished.stderr)")
+        let report = try RawClient.object(finished.stdout)
         let environment = report["env"] as? [String: String] ?? [:]
         #expect(environment["MY_TOKEN"] == token)
         #expect(environment["ACCESS_TOKEN"] == nil)
@@ -363,8 +364,8 @@ struct ClientLibraryTests {
         let argv = report["argv"] as? [String] ?? []
         #expect(argv == ["-c", "one", "two"])
         #expect(!argv.contains { $0.contains(token) })
-        #expect(report["pid"] as? Int == Int(child.process.processIdentifier), "the command replaced tokenctl (execve)")
-        #expect(!child.errorOutput.contains(token))
+        #expect(report["pid"] as? Int == Int(child.processIdentifier), "the command replaced tokenctl (execve)")
+        #expect(!finished.stderr.contains(token))
 
         // The default variable, and the command's exit status passes through.
         let status = try await runCommand(
@@ -397,8 +398,8 @@ struct ClientLibraryTests {
         let first = Tokens.random("watch1-")
         let second = Tokens.random("watch2-")
         #expect(try admin.call(Tokens.addCall(user: "w", access: first, refresh: nil, expiresIn: 3600)).errorName == nil)
-        let watch = try StreamingProcess(Repository.binary("tokenctl"), ["watch", "--socket", daemon.socketPath, "w"])
-        let shown = try StreamingProcess(Repository.binary("tokenctl"), ["watch", "--socket", daemon.socketPath, "w", "--show-token"])
+        let watch = try StreamingCommand(Repository.binary("tokenctl"), ["watch", "--socket", daemon.socketPath, "w"])
+        let shown = try StreamingCommand(Repository.binary("tokenctl"), ["watch", "--socket", daemon.socketPath, "w", "--show-token"])
         _ = try await watch.waitForLines(1)
         _ = try await shown.waitForLines(1)
         #expect(try admin.call(Self.replaceCall(user: "w", access: second, expiresIn: 600)).errorName == nil)
@@ -410,15 +411,16 @@ struct ClientLibraryTests {
         #expect(
             lines[1].range(of: "^\(stamp) w expires in (9m \\d+s|10m) \\(at \(stamp)\\)$", options: .regularExpression) != nil,
             "\(lines[1])")
-        #expect(!watch.output.contains(first) && !watch.output.contains(second))
+        #expect(!watch.stdout.contains(first) && !watch.stdout.contains(second))
         let shownLines = try await shown.waitForLines(2)
         #expect(shownLines[0].hasSuffix(" token \(first)") && shownLines[1].hasSuffix(" token \(second)"))
 
         // Removal ends it with the unknown-user status.
         #expect(try admin.call(Self.removeCall).errorName == nil)
-        #expect(try await watch.waitForExit() == 4)
-        #expect(watch.errorOutput.contains("no credential for user 'w'"))
-        _ = try await shown.waitForExit()
+        let ended = try await watch.finish()
+        #expect(ended.status == 4)
+        #expect(ended.stderr.contains("no credential for user 'w'"))
+        _ = try await shown.finish()
         try await daemon.stop()
     }
 

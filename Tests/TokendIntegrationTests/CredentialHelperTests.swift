@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 /// `Tests/interop/bearer_gate.py`: a resource server that accepts a token only while the real
 /// IdP says it is active (git over HTTP Basic, or a Kubernetes API stand-in over HTTPS).

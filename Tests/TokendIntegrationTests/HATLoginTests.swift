@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 /// `tokenctl login` at a HAT PDA: the stand-in PDA (`Tests/idp/pda.py`) signs the tokens, and
 /// the test plays the PDA's login page, which sends the browser to the application's redirect.

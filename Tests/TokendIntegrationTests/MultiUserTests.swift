@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 /// One host, many users (issue 23): a local user cannot starve or flood the others. Every
 /// client here runs as its own uid through `setpriv` (numeric ids, nothing added to the user
@@ -248,20 +249,8 @@ struct MultiUserTests {
     /// uid over all of the user's connections.
     @Test func waitingCallsAreBoundedPerUser() async throws {
         // A token endpoint that accepts connections and never answers.
-        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (silent, port) = try FreePort.listen()
         defer { close(silent) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        listen(silent, 128)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(silent, $0, &length) }
-        }
-        let port = Int(UInt16(bigEndian: address.sin_port))
         let providers = DaemonProcess.defaultProviders.replacingOccurrences(
             of: "http://127.0.0.1:9/o/token/", with: "http://127.0.0.1:\(port)/o/token/")
         let daemon = try DaemonProcess(

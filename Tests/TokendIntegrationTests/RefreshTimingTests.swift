@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 /// What a client sees while it asks for one credential's token every half second.
 struct AskingRecord {

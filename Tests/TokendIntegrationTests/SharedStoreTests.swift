@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 /// Several tokend processes sharing one PostgreSQL store, against the real test IdP with reuse
 /// protection on: a refresh token spent twice revokes the whole family, so any race between the

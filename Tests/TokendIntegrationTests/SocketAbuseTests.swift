@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 /// Abuse of the socket (issue 8, point 4): many connections, slowloris clients, clients that
 /// never read. Bounded in count and time; no timing assertions (`bench/abuse-report` measures

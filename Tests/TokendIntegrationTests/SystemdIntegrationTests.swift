@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import TokendTestSupport
 
 /// tokend as a systemd service, tested for real without systemd as PID 1: our own
 /// `NOTIFY_SOCKET` listener, `systemd-socket-activate`, our own journal socket in a private
@@ -421,7 +422,7 @@ struct SystemdIntegrationTests {
         #expect(added["USER_IDENTIFIER"] == "alice")
         #expect(added["PROVIDER"] == "example")
         #expect(added["UID"] == "0")
-        #expect(added["CODE_FILE"]?.hasSuffix("CredentialRegistry.swift") == true, "\(added)")
+        #expect(added["CODE_FILE"]?.hasSuffix("CredentialRegistry+Enrolment.swift") == true, "\(added)")
         #expect(Int(added["CODE_LINE"] ?? "") ?? 0 > 0)
         #expect(added["CODE_FUNC"]?.hasPrefix("add(") == true, "\(added)")
         #expect(added["MESSAGE"]?.contains("user_identifier=alice") == true)

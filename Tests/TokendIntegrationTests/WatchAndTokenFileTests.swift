@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 /// `Watch` streams and token files: programs that wait for changes, and programs that can only
 /// read a file.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 @testable import TokendJSON
 

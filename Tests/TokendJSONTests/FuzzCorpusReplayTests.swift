@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokendJSON
+import TokendTestSupport
 
 /// Replays the committed libFuzzer corpus and minimised crashes of `Fuzz/Sources/fuzz-json`
 /// (see `scripts/fuzz`) without sanitizers, with the same invariants: parsing never crashes, and
@@ -8,14 +9,8 @@ import TokendJSON
 struct FuzzCorpusReplayTests {
     static let target = "fuzz-json"
 
-    @Test func corpusIsPresent() {
-        #expect(!FuzzInputs.files(Self.target).isEmpty, "Fuzz/Corpus/\(Self.target) is missing or empty")
-    }
-
     @Test func jsonRoundTrip() throws {
-        for file in FuzzInputs.files(Self.target) {
-            try jsonRoundTrip(file, try FuzzInputs.contents(file))
-        }
+        try FuzzInputs.replay(Self.target, jsonRoundTrip)
     }
 
     func jsonRoundTrip(_ file: String, _ bytes: [UInt8]) throws {

@@ -4,6 +4,7 @@ import Testing
 import TokendCore
 import TokendJSON
 import TokendOAuth
+import TokendTestSupport
 
 /// The JWKS verifier against a real HTTP server (python's http.server on 127.0.0.1) serving a
 /// key set the test rewrites, with tokens signed by keys the test generates.

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+import TokendTestSupport
 
 @testable import TokendOAuth
 

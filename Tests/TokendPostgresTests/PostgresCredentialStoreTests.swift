@@ -4,6 +4,7 @@ import Testing
 import TokendCore
 import TokendPostgres
 import TokendStorage
+import TokendTestSupport
 
 /// The store against a real PostgreSQL 15: the CredentialStore contract, encryption at rest,
 /// migrations from several nodes at once.

@@ -4,6 +4,7 @@ import Testing
 import TokendCore
 import TokendPostgres
 import TokendStorage
+import TokendTestSupport
 
 /// Leases, fencing, change notifications and the unavailable database, against a real server.
 @Suite(.serialized, .enabled(if: PostgresServer.isAvailable, "needs PostgreSQL 15 (scripts/setup-host.sh) and root"))

@@ -5,6 +5,7 @@ import Testing
 import TokendCore
 import TokendPostgres
 import TokendStorage
+import TokendTestSupport
 
 /// What refresh coordination through PostgreSQL costs: the database work of one grant with and
 /// without the lease (take, fenced writes, release), and how many coordinated grants per second

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Testing
 import TokendProtocol
+import TokendTestSupport
 
 /// Replays the committed libFuzzer corpus and minimised crashes of `Fuzz/Sources/fuzz-varlink`
 /// (see `scripts/fuzz`) without sanitizers, with the same invariants. An input is one byte that
@@ -12,14 +13,8 @@ struct FuzzCorpusReplayTests {
     static let target = "fuzz-varlink"
     static let limit = 512
 
-    @Test func corpusIsPresent() {
-        #expect(!FuzzInputs.files(Self.target).isEmpty, "Fuzz/Corpus/\(Self.target) is missing or empty")
-    }
-
     @Test func framingAndCalls() throws {
-        for file in FuzzInputs.files(Self.target) {
-            try framingAndCalls(file, try FuzzInputs.contents(file))
-        }
+        try FuzzInputs.replay(Self.target, framingAndCalls)
     }
 
     func framingAndCalls(_ file: String, _ input: [UInt8]) throws {

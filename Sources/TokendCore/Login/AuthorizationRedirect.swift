@@ -16,7 +16,7 @@ public enum AuthorizationRedirect {
         guard let state = try LoginURL.value("state", in: items) else {
             throw LoginError("the redirect carries no state, so it cannot be matched to this login")
         }
-        guard constantTimeEqual(state, expectedState) else {
+        guard ConstantTime.equal(state, expectedState) else {
             throw LoginError("the redirect's state does not match this login (a forged or crossed login); nothing was stored")
         }
         if let error = try LoginURL.value("error", in: items) {
@@ -54,14 +54,5 @@ public enum AuthorizationRedirect {
     /// At most 200 printable ASCII characters of text the provider (or a token) chose.
     public static func printable(_ text: String) -> String {
         String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(200).map(Character.init))
-    }
-
-    public static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8)
-        let y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        var difference: UInt8 = 0
-        for i in 0..<x.count { difference |= x[i] ^ y[i] }
-        return difference == 0
     }
 }

@@ -99,7 +99,7 @@ public struct JWTExpectations: Sendable, Hashable {
         }
         if let nonce {
             guard let claimed = claims["nonce"]?.stringValue else { throw LoginError("the \(what) has no nonce claim") }
-            guard AuthorizationRedirect.constantTimeEqual(claimed, nonce) else {
+            guard ConstantTime.equal(claimed, nonce) else {
                 throw LoginError("the \(what)'s nonce does not match this login (a replayed token?)")
             }
         }

@@ -56,9 +56,7 @@ public struct RefreshPolicy: Sendable, Hashable {
 
     /// When the login ends for good, if the provider sets an end.
     public func sessionEnd(of credential: Credential) -> Timestamp? {
-        let end = maxSessionAge.map { credential.sessionStartedAt + $0 }
-        guard expiryEndsSession else { return end }
-        return min(end ?? credential.expiresAt, credential.expiresAt)
+        sessionEnd(of: CredentialTimes(of: credential))
     }
 
     /// When to refresh a token that no grant has replaced yet: ``plan(of:jitter:)`` without

@@ -130,7 +130,7 @@ struct CallRouter: Sendable {
         let decision = ServeDecision.decide(deadline: entry.deadline, now: now, minimumValidity: .seconds(minValidSeconds))
         // `rejectedToken` equal to the current token: the API refused it, so it must be replaced.
         // Any other value is a token already replaced; the current one is the answer.
-        let rejectedCurrent = rejectedToken.map { constantTimeEquals($0, entry.accessToken) } ?? false
+        let rejectedCurrent = rejectedToken.map { ConstantTime.equal($0, entry.accessToken) } ?? false
         if decision == .serve, !rejectedCurrent {
             return .reply(entry.replyBytes)
         }
@@ -325,16 +325,6 @@ extension CallOutcome {
         if case .deferred(let future) = self { return .deferred(future.map { _ in [] }) }
         return .none
     }
-}
-
-/// Compares two strings in time independent of where they differ.
-func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-    let x = Array(a.utf8)
-    let y = Array(b.utf8)
-    guard x.count == y.count else { return false }
-    var difference: UInt8 = 0
-    for i in 0..<x.count { difference |= x[i] ^ y[i] }
-    return difference == 0
 }
 
 /// Facts about this daemon for `GetInfo` and `Status`.

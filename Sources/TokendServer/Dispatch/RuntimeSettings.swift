@@ -11,6 +11,9 @@ final class RuntimeSettings: Sendable {
         var tokenFiles: [String: TokenFileConfiguration] = [:]
         /// Per-uid limits for credentials and calls in flight (connections: ``ConnectionLimiter``).
         var quotas = UserQuotas()
+
+        /// The rules for adding credentials, from the access policy and the quotas.
+        var enrolmentPolicy: EnrolmentPolicy { EnrolmentPolicy(access: accessPolicy, quotas: quotas) }
     }
 
     private let values: Mutex<Values>

@@ -28,22 +28,9 @@ struct LoginService: Sendable {
 
     func begin(_ request: BeginLoginRequest, caller: CallerIdentity) async throws(VarlinkError) -> LoginChallenge {
         let user = request.userIdentifier
-        guard Identifier.isValid(user) else { throw .invalidParameter("userIdentifier") }
-        guard let provider = settings.current.providers[request.provider] else { throw .unknownProvider(request.provider) }
         // The rules of AddCredential, checked before the user is sent anywhere.
-        let readers = try EnrolmentRules.readers(requested: request.readers, caller: caller)
-        let policy = settings.current.accessPolicy
-        guard policy.mayManage(caller, readers: readers) else {
-            logDenied(caller, user: user)
-            throw .permissionDenied(user)
-        }
-        try EnrolmentRules.checkExisting(
-            view[user]?.readers, user: user, replace: request.replace, caller: caller, policy: policy,
-            denied: { logDenied(caller, user: user) }
-        )
-        // Checked again when the login stores its credential (CredentialRegistry.add).
-        try EnrolmentRules.checkQuota(
-            user: user, caller: caller, policy: policy, quotas: settings.current.quotas, view: view, refused: { _ in })
+        try await registry.checkLoginEnrolment(request, caller: caller)
+        guard let provider = settings.current.providers[request.provider] else { throw .unknownProvider(request.provider) }
 
         let started = now()
         let id = PKCE.randomToken()
@@ -263,13 +250,5 @@ struct LoginService: Sendable {
             let expectations = JWTExpectations(issuer: issuer, audience: settings.audience, what: "access token")
             _ = try await verifier.verify(response.accessToken.value, expectations: expectations, now: now())
         }
-    }
-
-    private func logDenied(_ caller: CallerIdentity, user: String) {
-        logger.notice(
-            "permission denied",
-            metadata: [
-                "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "action": "login", "user_identifier": "\(user)",
-            ])
     }
 }

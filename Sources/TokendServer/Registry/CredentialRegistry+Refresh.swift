@@ -27,15 +27,15 @@ extension CredentialRegistry {
         if entry.status.state == .reauthenticationRequired {
             throw .reauthenticationRequired(userIdentifier, reason: entry.status.lastError ?? "the login has ended")
         }
-        if inFlight[userIdentifier] == nil, reason.isCallerTriggered {
+        if grants.inFlight[userIdentifier] == nil, reason.isCallerTriggered {
             switch CallerRefreshRule.decide(
                 tokenValid: current < entry.deadline, rejectedByAPI: reason.isRejection,
-                lastRefreshAt: entry.status.lastRefreshAt, lastForcedAt: lastForced[userIdentifier],
+                lastRefreshAt: entry.status.lastRefreshAt, lastForcedAt: grants.lastForced[userIdentifier],
                 retryAt: entry.status.state == .retrying ? entry.status.retryAt : nil,
                 interval: limits.forcedRefreshInterval, now: current
             ) {
             case .refresh:
-                lastForced[userIdentifier] = current
+                grants.lastForced[userIdentifier] = current
             case .serveCurrent:
                 return entry
             case .refuseRecentlyRefreshed(let nextAllowed):
@@ -68,7 +68,7 @@ extension CredentialRegistry {
     /// shutdown with its marker written. Their credentials are still due at the next start, so
     /// they are refreshed then. Caller-triggered grants still run: their callers are answered.
     func stopStartingProactiveGrants() {
-        stoppingProactiveGrants = true
+        grants.stoppingProactiveGrants = true
     }
 
     /// Starts the grant for `user`, or joins the one in flight.
@@ -82,25 +82,26 @@ extension CredentialRegistry {
     /// needs no result, so no task of its own waiting for one.
     @discardableResult
     func startGrant(_ userIdentifier: String, reason: RefreshReason) -> Task<GrantResult, Never>? {
-        if let task = inFlight[userIdentifier] { return task }
-        if stoppingProactiveGrants, !reason.isCallerTriggered { return nil }
+        if let task = grants.inFlight[userIdentifier] { return task }
+        if grants.stoppingProactiveGrants, !reason.isCallerTriggered { return nil }
         let task = Task { await self.performGrant(userIdentifier, reason: reason) }
-        inFlight[userIdentifier] = task
+        grants.inFlight[userIdentifier] = task
         return task
     }
 
     /// One refresh grant, from marking it in flight to committing its result.
     private func performGrant(_ user: String, reason: RefreshReason) async -> GrantResult {
-        defer { inFlight[user] = nil }
-        // Phase 0: when several nodes share the store, the credential's refresh lease — or the
-        // result of the node that holds it (CredentialRegistry+Shared.swift). Free on one host.
+        defer { grants.inFlight[user] = nil }
+        // Phase 0: the gate — free on one host; when several nodes share the store, the
+        // credential's refresh lease or the result of the node that holds it.
+        let gate = self.gate
         let lease: RefreshLease
-        switch await takeRefreshLease(user) {
+        switch await gate.enter(user, registry: self) {
         case .granted(let granted): lease = granted
         case .settled(let result): return result
         }
         let result = await grant(user, reason: reason)
-        await coordination.releaseLease(lease)
+        await gate.leave(lease)
         return result
     }
 
@@ -115,7 +116,7 @@ extension CredentialRegistry {
         var holdsSlot = true
         defer { if holdsSlot { releaseSlot() } }
         // Queued for a slot when the daemon began to stop: a proactive grant does not start now.
-        if stoppingProactiveGrants, !reason.isCallerTriggered { return .failed(Self.stopping(user)) }
+        if grants.stoppingProactiveGrants, !reason.isCallerTriggered { return .failed(Self.stopping(user)) }
 
         // Phase 1, under the user's lock: read the stored credential and record durably that a
         // grant is about to be sent, so a crash during it is noticed and recovered at start-up.
@@ -135,7 +136,7 @@ extension CredentialRegistry {
         let (credential, refresher, provider) = prepared
         // The stop may have begun while the marker waited for its group: nothing was sent yet,
         // so the marker goes again and the refresh runs at the next start.
-        if stoppingProactiveGrants, !reason.isCallerTriggered {
+        if grants.stoppingProactiveGrants, !reason.isCallerTriggered {
             var unmarked = credential
             unmarked.status.grantStartedAt = markerBefore
             unmarked.status.state = stateBefore.flatMap { $0 == .refreshing ? nil : $0 } ?? .valid
@@ -147,7 +148,7 @@ extension CredentialRegistry {
         unlock(user)
 
         await waitForRateLimit(provider)
-        grantsStarted += 1
+        grants.started += 1
         logger.debug("refresh grant", metadata: ["user_identifier": "\(user)", "provider": "\(provider.name)", "reason": "\(reason)"])
         let stormPacing = storeGrouping(for: reason) > .zero ? Self.stormPacing : .zero
         let outcome = await refresher.refresh(credential, stormPacing: stormPacing, now: now)
@@ -273,7 +274,7 @@ extension CredentialRegistry {
             }
             let rotated = response.refreshToken != nil
             if let reason = response.lifetime(receivedAt: received, assumed: policy.assumedLifetime).assumedBecause {
-                noteAssumedLifetime(provider: provider, reason: reason)
+                notices.assumedLifetime(provider: provider, reason: reason)
             }
             // A token no fresher than the one it replaces is kept (the refresh token may have
             // rotated) but does not count as a refresh: the next grant waits a backoff.
@@ -294,12 +295,11 @@ extension CredentialRegistry {
                 (next.tokenType, next.scope) = (credential.tokenType, credential.scope)
                 (next.issuedAt, next.expiresAt) = (credential.issuedAt, credential.expiresAt)
             }
-            let attempts = (failures[user] ?? 0) + 1
+            let attempts = grants.nextAttempt(of: user)
             if let staleness {
                 next.status.state = .retrying
                 next.status.lastError = staleness
-                let backoff = Backoff(initial: limits.retryInitial, maximum: limits.retryMaximum)
-                next.status.retryAt = received + backoff.delay(attempt: attempts, random: Double.random(in: 0..<1))
+                next.status.retryAt = received + retryDelay(attempt: attempts)
             }
             do {
                 // Rotation is durable before any caller sees the new access token.
@@ -317,7 +317,7 @@ extension CredentialRegistry {
                 return .failed(.storageFailed("the refreshed token could not be stored"))
             }
             if let staleness, let retryAt = next.status.retryAt {
-                failures[user] = attempts
+                grants.failures[user] = attempts
                 let entry = updateView(next, provider: provider)
                 logger.warning(
                     "refresh brought no fresher token; will retry",
@@ -331,7 +331,7 @@ extension CredentialRegistry {
                 }
                 return .refreshed(entry)
             }
-            failures[user] = nil
+            grants.failures[user] = nil
             let entry = updateView(next, provider: provider)
             logger.info(
                 "credential refreshed",
@@ -364,10 +364,9 @@ extension CredentialRegistry {
         unanswered: Bool = false, unresolvedBefore: Bool = false
     ) async -> GrantResult {
         let user = credential.userIdentifier
-        let attempts = (failures[user] ?? 0) + 1
-        failures[user] = attempts
-        let backoff = Backoff(initial: limits.retryInitial, maximum: limits.retryMaximum)
-        let retryAt = now() + backoff.delay(attempt: attempts, retryAfter: retryAfter, random: Double.random(in: 0..<1))
+        let attempts = grants.nextAttempt(of: user)
+        grants.failures[user] = attempts
+        let retryAt = now() + retryDelay(attempt: attempts, retryAfter: retryAfter)
         var updated = credential
         updated.status.state = .retrying
         updated.status.lastError = reason
@@ -399,9 +398,8 @@ extension CredentialRegistry {
         } else {
             view.store(entry(for: updated, providers: providers))
         }
-        schedule.cancel(credential.userIdentifier)
-        warnings.cancel(credential.userIdentifier)
-        failures[credential.userIdentifier] = nil
+        scheduler.cancel(credential.userIdentifier)
+        grants.failures[credential.userIdentifier] = nil
         logger.warning(
             "reauthentication required",
             metadata: [
@@ -453,9 +451,14 @@ extension CredentialRegistry {
     var grantsInFlightHighWater: Int { slots.highWater }
 
     private func waitForRateLimit(_ provider: ProviderConfiguration) async {
-        var bucket = buckets[provider.name] ?? TokenBucket(ratePerSecond: provider.rateLimit, burst: Double(provider.rateBurst))
-        let delay = bucket.reserve(now: now())
-        buckets[provider.name] = bucket
+        let delay = grants.rateDelay(for: provider, now: now())
         if delay > .zero { try? await Task.sleep(for: delay) }
+    }
+
+    /// How long to wait after the `attempt`-th failure in a row; a provider's
+    /// `Retry-After` is respected within the limits.
+    func retryDelay(attempt: Int, retryAfter: Duration? = nil) -> Duration {
+        let backoff = Backoff(initial: limits.retryInitial, maximum: limits.retryMaximum)
+        return backoff.delay(attempt: attempt, retryAfter: retryAfter, random: Double.random(in: 0..<1))
     }
 }

@@ -129,61 +129,6 @@ enum ScrapedMetrics {
     static let connections = "tokend_connections"
 }
 
-/// A child process whose output is read as it comes (for `tokenctl watch`).
-final class StreamingProcess: @unchecked Sendable {
-    // @unchecked: `process` is only touched by the owning test; the output buffers are locked.
-    let process = Process()
-    private let stdout = Mutex<[UInt8]>([])
-    private let stderr = Mutex<[UInt8]>([])
-
-    init(_ executable: String, _ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            if data.isEmpty { handle.readabilityHandler = nil } else { self?.stdout.withLock { $0 += data } }
-        }
-        err.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            if data.isEmpty { handle.readabilityHandler = nil } else { self?.stderr.withLock { $0 += data } }
-        }
-        try process.run()
-    }
-
-    var output: String { String(decoding: stdout.withLock { $0 }, as: UTF8.self) }
-    var errorOutput: String { String(decoding: stderr.withLock { $0 }, as: UTF8.self) }
-    var lines: [String] { output.split(separator: "\n").map(String.init) }
-
-    func waitForLines(_ count: Int, timeout: Duration = .seconds(30)) async throws -> [String] {
-        let deadline = ContinuousClock.now + timeout
-        while lines.count < count {
-            guard ContinuousClock.now < deadline else {
-                throw TestFailure("got \(lines.count) lines instead of \(count): \(output) \(errorOutput)")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return lines
-    }
-
-    func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else { throw TestFailure("the process did not exit: \(output) \(errorOutput)") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        // Let the readers drain what is left in the pipes.
-        try await Task.sleep(for: .milliseconds(100))
-        return process.terminationStatus
-    }
-
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-}
-
 /// Waits until `condition` holds.
 func pollUntil(
     timeout: Duration = .seconds(30),

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendTestSupport
 
 /// Paths of this checkout, found from this file's location.
 enum Repository {

@@ -1,4 +1,5 @@
 import Foundation
+import TokendTestSupport
 
 /// `Tests/idp/faultproxy.py` in front of the test IdP, for faults a real server cannot produce.
 final class FaultProxy: @unchecked Sendable {

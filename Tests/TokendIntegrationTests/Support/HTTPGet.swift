@@ -1,4 +1,5 @@
 import Foundation
+import TokendTestSupport
 
 /// A minimal HTTP/1.1 GET over TCP on loopback or a Unix socket, for the metrics endpoint.
 struct HTTPResponse {

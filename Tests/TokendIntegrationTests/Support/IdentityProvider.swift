@@ -1,4 +1,5 @@
 import Foundation
+import TokendTestSupport
 
 /// The real OAuth 2.0 authorization server used by the tests: django-oauth-toolkit, run by
 /// `Tests/idp/idp.py` from the venv that `scripts/test` prepares, on 127.0.0.1.

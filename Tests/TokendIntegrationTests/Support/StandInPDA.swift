@@ -1,4 +1,5 @@
 import Foundation
+import TokendTestSupport
 
 /// `Tests/idp/pda.py`: a stand-in HAT PDA on 127.0.0.1 with an RSA key of its own, which mints
 /// tokens with whatever `iat`, `exp`, `iss` and `application` a test needs and can be told to

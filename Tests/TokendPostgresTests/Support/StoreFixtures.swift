@@ -2,6 +2,7 @@ import Logging
 import TokendCore
 import TokendPostgres
 import TokendStorage
+import TokendTestSupport
 
 enum Fixture {
     static let keyring = Keyring(current: MasterKey.generate())

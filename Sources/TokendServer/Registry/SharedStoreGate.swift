@@ -3,14 +3,6 @@ import TokendCore
 import TokendProtocol
 import TokendStorage
 
-/// What a node found when it asked for a credential's refresh lease.
-enum LeaseStep: Sendable {
-    /// Refresh now, then release the lease.
-    case granted(RefreshLease)
-    /// No grant from this node: another node's result (or an error) is the answer.
-    case settled(GrantResult)
-}
-
 /// Which token a node meant to replace, to tell whether another node already replaced it.
 struct TokenMark: Equatable {
     var issuedAt: Timestamp
@@ -26,45 +18,47 @@ struct TokenMark: Equatable {
     }
 }
 
-/// Several nodes sharing one store: refresh leases around each grant, and other nodes' writes
-/// applied to this node's view (so `Watch` and token files here see them).
-extension CredentialRegistry {
-    /// Installs the shared store's coordination (before ``loadAll()``).
-    func useCoordination(_ coordination: any RefreshCoordination) { self.coordination = coordination }
+/// Nodes sharing one store: each grant takes the credential's refresh lease first, or waits
+/// for the node that holds it and adopts its result.
+struct SharedStoreGate: RefreshGate {
+    let coordination: any RefreshCoordination
+
+    var keyRotationRefusal: String? {
+        // The new key would exist on this node only; the others could not open what it seals.
+        "the store is shared with other nodes; install a new key file on every node instead"
+    }
+
+    func leave(_ lease: RefreshLease) async { await coordination.releaseLease(lease) }
 
     /// Takes the refresh lease of `user`, or waits for the node that holds it and answers with
-    /// its result. A single host is granted at once.
+    /// its result.
     ///
     /// Bounded: each round waits at most until the holder's lease expires, and there are at
     /// most 16 rounds.
-    func takeRefreshLease(_ user: String) async -> LeaseStep {
-        guard coordination.nodeName != nil else {
-            // One host: the registry's single flight is all the coordination there is.
-            return .granted(RefreshLease(userIdentifier: user, holder: "", fencing: 0, expiresAt: Timestamp(millisecondsSince1970: .max)))
-        }
-        let seen = view[user].map(TokenMark.init)
+    func enter(_ user: String, registry: isolated CredentialRegistry) async -> LeaseStep {
+        let seen = registry.view[user].map(TokenMark.init)
         for _ in 0..<16 {
             switch await coordination.acquireLease(user) {
             case .granted(let lease):
-                if let adopted = await adoptIfRefreshedElsewhere(user, seen: seen) {
+                if let adopted = await adoptIfRefreshedElsewhere(user, seen: seen, registry: registry) {
                     await coordination.releaseLease(lease)
                     return .settled(adopted)
                 }
                 return .granted(lease)
             case .heldElsewhere(let holder, let expiresAt):
-                logger.debug(
+                registry.logger.debug(
                     "another node is refreshing; waiting for its result",
                     metadata: [
                         "user_identifier": "\(user)", "lease_holder": "\(holder)",
                     ])
                 await coordination.waitForChange(of: user, until: expiresAt + .milliseconds(250))
-                guard let entry = view[user] else { return .settled(.failed(.unknownUser(user))) }
+                guard let entry = registry.view[user] else { return .settled(.failed(.unknownUser(user))) }
                 if entry.status.state == .reauthenticationRequired {
                     return .settled(.failed(.reauthenticationRequired(user, reason: entry.status.lastError ?? "the login has ended")))
                 }
                 if TokenMark(entry) != seen { return .settled(.refreshed(entry)) }
             case .unavailable(let reason):
-                return .settled(.failed(postponeRefresh(user, reason: reason)))
+                return .settled(.failed(postponeRefresh(user, reason: reason, registry: registry)))
             }
         }
         return .settled(.failed(.refreshFailed(user, reason: "other nodes kept the refresh lease; retrying later", retryAt: nil)))
@@ -73,11 +67,11 @@ extension CredentialRegistry {
     /// After taking the lease: if the stored token is no longer the one this node meant to
     /// replace, another node refreshed it in the meantime; adopt that instead of spending the
     /// refresh token again.
-    private func adoptIfRefreshedElsewhere(_ user: String, seen: TokenMark?) async -> GrantResult? {
-        guard let stored = try? await store.load(userIdentifier: user), TokenMark(stored) != seen else { return nil }
-        await lock(user)
-        defer { unlock(user) }
-        let entry = publishStored(stored)
+    private func adoptIfRefreshedElsewhere(_ user: String, seen: TokenMark?, registry: isolated CredentialRegistry) async -> GrantResult? {
+        guard let stored = try? await registry.store.load(userIdentifier: user), TokenMark(stored) != seen else { return nil }
+        await registry.lock(user)
+        defer { registry.unlock(user) }
+        let entry = registry.publishStored(stored)
         if entry.status.state == .reauthenticationRequired {
             return .failed(.reauthenticationRequired(user, reason: entry.status.lastError ?? "the login has ended"))
         }
@@ -86,21 +80,29 @@ extension CredentialRegistry {
 
     /// The store cannot be reached: nothing is refreshed; try again with backoff. Tokens still
     /// valid in memory keep being served.
-    private func postponeRefresh(_ user: String, reason: String) -> VarlinkError {
-        let attempts = (failures[user] ?? 0) + 1
-        failures[user] = attempts
-        let backoff = Backoff(initial: limits.retryInitial, maximum: limits.retryMaximum)
-        let retryAt = now() + backoff.delay(attempt: attempts, random: Double.random(in: 0..<1))
-        schedule.schedule(user, at: retryAt)
-        wake()
-        logger.warning(
+    private func postponeRefresh(_ user: String, reason: String, registry: isolated CredentialRegistry) -> VarlinkError {
+        let attempts = registry.grants.nextAttempt(of: user)
+        registry.grants.failures[user] = attempts
+        let delay = registry.retryDelay(attempt: attempts)
+        registry.planRetry(user, after: delay)
+        registry.logger.warning(
             "the credential store is unavailable; refresh postponed",
             metadata: [
                 "user_identifier": "\(user)", "problem": "\(reason)", "attempt": "\(attempts)",
-                "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))",
+                "retry_in": "\(DurationFormat.humanReadable(delay))",
             ])
         return .refreshFailed(
-            user, reason: "the credential store is unavailable; the refresh will be retried", retryAt: retryAt.secondsSince1970)
+            user, reason: "the credential store is unavailable; the refresh will be retried",
+            retryAt: (registry.now() + delay).secondsSince1970)
+    }
+}
+
+/// Other nodes' writes applied to this node's view, so that `Watch`, token files and the
+/// scheduler here see them.
+extension CredentialRegistry {
+    /// Installs the shared store's coordination (before ``loadAll()``).
+    func useCoordination(_ coordination: any RefreshCoordination) {
+        gate = coordination.nodeName == nil ? SingleHostGate() : SharedStoreGate(coordination: coordination)
     }
 
     /// Publishes a credential read from the store (written by another node) to the view, and
@@ -110,10 +112,9 @@ extension CredentialRegistry {
         let user = credential.userIdentifier
         let providers = settings.current.providers
         if let current = view[user], current.generation >= credential.generation { return current }
-        failures[user] = nil
+        grants.failures[user] = nil
         if credential.status.state == .reauthenticationRequired || providers[credential.provider] == nil {
-            schedule.cancel(user)
-            warnings.cancel(user)
+            scheduler.cancel(user)
             let entry = entry(for: credential, providers: providers)
             view.store(entry)
             return entry
@@ -132,10 +133,8 @@ extension CredentialRegistry {
                 publishStored(stored)
             } else if view[user] != nil {
                 view.remove(user)
-                schedule.cancel(user)
-                warnings.cancel(user)
-                failures[user] = nil
-                lastForced[user] = nil
+                scheduler.cancel(user)
+                grants.forget(user)
                 logger.info("credential removed by another node", metadata: ["user_identifier": "\(user)"])
             }
         } catch {

@@ -1,6 +1,6 @@
 import Foundation
 
-// Shared by TokendPostgresTests and TokendIntegrationTests (the latter through a symlink).
+// Part of TokendTestSupport, the helpers every test target shares.
 
 #if canImport(Glibc)
     import Glibc
@@ -10,31 +10,30 @@ import Foundation
 /// directory under /tmp, listening on 127.0.0.1 on a free port, run as the `postgres` system user
 /// that the package creates (via setpriv) (PostgreSQL refuses to run as root). Password authentication
 /// (scram-sha-256) for the superuser `postgres`, so the password path is exercised too.
-///
-/// The same file is in TokendPostgresTests and TokendIntegrationTests (each target needs it).
-final class PostgresServer: @unchecked Sendable {
+public final class PostgresServer: @unchecked Sendable {
     // @unchecked: owned by one test at a time.
-    static let binDirectory = "/usr/lib/postgresql/15/bin"
-    static let password = "tokend-test-db-password"
-    let directory: String
-    let port: Int
+    public static let binDirectory = "/usr/lib/postgresql/15/bin"
+    public static let password = "tokend-test-db-password"
+    public let directory: String
+    public let port: Int
     private var server: Process?
-    var dataDirectory: String { directory + "/data" }
-    var logPath: String { directory + "/postgres.log" }
-    var url: String { "postgresql://postgres@127.0.0.1:\(port)/postgres" }
+    public var dataDirectory: String { directory + "/data" }
+    public var logPath: String { directory + "/postgres.log" }
+    public var url: String { "postgresql://postgres@127.0.0.1:\(port)/postgres" }
 
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+        public init(description: String) { self.description = description }
     }
 
     /// Whether the binaries and the `postgres` user exist; tests that need a server are
     /// skipped with a clear message when they do not (`scripts/setup-host.sh` installs them).
-    static var isAvailable: Bool {
+    public static var isAvailable: Bool {
         FileManager.default.isExecutableFile(atPath: binDirectory + "/postgres") && getpwnam("postgres") != nil && geteuid() == 0
     }
 
     /// Makes the data directory (initdb) and starts the server.
-    init() async throws {
+    public init() async throws {
         guard let account = getpwnam("postgres") else { throw Failure(description: "there is no postgres system user") }
         var template = Array("/tmp/tokend-pg-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
@@ -56,7 +55,7 @@ final class PostgresServer: @unchecked Sendable {
 
     /// Starts (or restarts) the server on the same port and data directory: `postgres` itself,
     /// exec'd by setpriv as the postgres user, so this process's child is the server.
-    func start() async throws {
+    public func start() async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         process.arguments = [
@@ -83,7 +82,7 @@ final class PostgresServer: @unchecked Sendable {
     }
 
     /// Stops the server (fast shutdown, SIGINT: connections are closed at once) and waits for it.
-    func stop() async throws {
+    public func stop() async throws {
         guard let server, server.isRunning else { return }
         kill(server.processIdentifier, SIGINT)
         let deadline = Date().addingTimeInterval(60)
@@ -96,7 +95,7 @@ final class PostgresServer: @unchecked Sendable {
 
     /// Runs SQL with psql as the superuser.
     @discardableResult
-    func psql(_ sql: String) async throws -> String {
+    public func psql(_ sql: String) async throws -> String {
         let result = try await Self.run(
             Self.binDirectory + "/psql",
             ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-At", "-c", sql],
@@ -109,7 +108,7 @@ final class PostgresServer: @unchecked Sendable {
     /// Runs one of PostgreSQL's client programs (`pg_dump`, `pg_restore`, `createdb`) against
     /// the server as the superuser; `-h`, `-p` and `-U` are added.
     @discardableResult
-    func client(_ program: String, _ arguments: [String]) async throws -> String {
+    public func client(_ program: String, _ arguments: [String]) async throws -> String {
         let result = try await Self.run(
             Self.binDirectory + "/" + program, ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres"] + arguments,
             environment: ["PGPASSWORD": Self.password], timeout: 120
@@ -119,12 +118,12 @@ final class PostgresServer: @unchecked Sendable {
     }
 
     /// Stops the server and removes its directory.
-    func shutdown() async {
+    public func shutdown() async {
         _ = try? await stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     deinit {
         // A test that failed before `shutdown()` must not leave a server behind.

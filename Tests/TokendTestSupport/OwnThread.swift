@@ -1,8 +1,7 @@
 import Foundation
 import Synchronization
 
-// Shared by the integration and OAuth test targets (Tests/TokendOAuthTests/Support has a
-// symlink to this file).
+// Part of TokendTestSupport, the helpers every test target shares.
 
 /// Runs blocking work (a read from a child's pipe, a blocking socket call, a polling loop) on a
 /// thread of its own and suspends the calling task until it is done.
@@ -10,7 +9,7 @@ import Synchronization
 /// Not on a task: Swift's cooperative pool has one thread per core (two here), tests run in
 /// parallel, and two blocked reads would stop every other test — including the timer task
 /// that was meant to end the wait by killing the child.
-func onOwnThread<Result: Sendable>(_ work: sending @escaping () throws -> Result) async throws -> Result {
+public func onOwnThread<Result: Sendable>(_ work: sending @escaping () throws -> Result) async throws -> Result {
     let work = Handover(work)
     return try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread { continuation.resume(with: Swift.Result { try work.value() }) }
@@ -18,7 +17,7 @@ func onOwnThread<Result: Sendable>(_ work: sending @escaping () throws -> Result
 }
 
 /// `onOwnThread` for work that cannot fail.
-func onOwnThread<Result: Sendable>(_ work: sending @escaping () -> Result) async -> Result {
+public func onOwnThread<Result: Sendable>(_ work: sending @escaping () -> Result) async -> Result {
     let work = Handover(work)
     return await withCheckedContinuation { continuation in
         Thread.detachNewThread { continuation.resume(returning: work.value()) }
@@ -33,8 +32,9 @@ private struct Handover<Value>: @unchecked Sendable {
 }
 
 /// A flag one task raises to end a loop running on its own thread.
-final class StopFlag: Sendable {
+public final class StopFlag: Sendable {
     private let raised = Mutex(false)
-    func raise() { raised.withLock { $0 = true } }
-    var isRaised: Bool { raised.withLock { $0 } }
+    public init() {}
+    public func raise() { raised.withLock { $0 = true } }
+    public var isRaised: Bool { raised.withLock { $0 } }
 }

@@ -4,8 +4,7 @@ import Foundation
     import Glibc
 #endif
 
-// Shared by the PostgreSQL and integration test targets (Tests/TokendIntegrationTests/Support
-// has a symlink to this file).
+// Part of TokendTestSupport, the helpers every test target shares.
 
 /// Runs a program to completion for a test, its output collected in temporary files.
 ///
@@ -14,18 +13,19 @@ import Foundation
 /// its command. A reader waiting for end-of-file on that pipe then waits as long as the server
 /// lives — and a blocking read on Swift's cooperative pool (two threads here) soon starves the
 /// whole test process. A file has no such end: it is read once the program has exited.
-enum ChildProcess {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+public enum ChildProcess {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+        public init(description: String) { self.description = description }
     }
 
-    struct Output {
-        var status: Int32
-        var stdout: String
-        var stderr: String
+    public struct Output {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
     }
 
-    static func run(
+    public static func run(
         _ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:],
         directory: String? = nil, timeout: Duration
     ) async throws -> Output {

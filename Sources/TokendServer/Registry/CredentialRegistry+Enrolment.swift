@@ -1,0 +1,143 @@
+import TokendConfig
+import TokendCore
+import TokendJSON
+import TokendProtocol
+import TokendStorage
+
+/// Adding and removing credentials: ``Enrolments`` checks who may, the store makes it durable,
+/// then the view and the scheduler learn of it.
+extension CredentialRegistry {
+    /// The checks of ``add(_:caller:answeredByProvider:)``, made when a login begins, before
+    /// the user is sent to the provider. The login's add checks again when it stores.
+    func checkLoginEnrolment(_ request: BeginLoginRequest, caller: CallerIdentity) throws(VarlinkError) {
+        let current = settings.current
+        _ = try enrolments.admit(
+            user: request.userIdentifier, provider: request.provider, readers: request.readers, caller: caller, settings: current,
+            action: "login")
+        try enrolments.place(
+            user: request.userIdentifier, replace: request.replace, caller: caller, settings: current, view: view, action: "login")
+    }
+
+    /// Stores a credential. `answeredByProvider`: the tokens come straight from the provider's
+    /// token endpoint (a login), so an answer without a usable lifetime gets `assumed_lifetime`,
+    /// as a refresh's would; a caller's `AddCredential` must say when its token expires.
+    func add(_ request: AddCredentialRequest, caller: CallerIdentity, answeredByProvider: Bool = false) async throws(VarlinkError) {
+        let readers = try enrolments.admit(
+            user: request.userIdentifier, provider: request.provider, readers: request.readers, caller: caller,
+            settings: settings.current, action: "add")
+
+        // A HAT PDA token is verified (signature, alg, iss, application, exp) before anything is stored.
+        let isHAT = try await verifyHATEnrolment(request)
+        var object = JSONObject()
+        object["access_token"] = .string(request.accessToken)
+        object.setIfPresent("refresh_token", request.refreshToken.map(JSONValue.string))
+        object.setIfPresent("token_type", request.tokenType.map(JSONValue.string))
+        object.setIfPresent("expires_in", request.expiresIn.map(JSONValue.int))
+        object.setIfPresent("scope", request.scope.map(JSONValue.string))
+        let received = now()
+        let response: TokenResponse
+        let lifetime: TokenLifetime
+        let provider = settings.current.providers[request.provider]!
+        do {
+            // The same validation as a token endpoint's answer.
+            response = try TokenResponse.parse(object)
+            lifetime =
+                answeredByProvider
+                ? response.lifetime(receivedAt: received, assumed: provider.refreshPolicy.assumedLifetime)
+                : try response.statedLifetime(receivedAt: received)
+        } catch {
+            throw .invalidCredential(error.description)
+        }
+        if let reason = lifetime.assumedBecause { notices.assumedLifetime(provider: provider, reason: reason) }
+        if request.refreshToken == nil, !isHAT {
+            logger.info(
+                "credential has no refresh token; it is served until it expires", metadata: ["user_identifier": "\(request.userIdentifier)"]
+            )
+        }
+        let credential = Credential(
+            userIdentifier: request.userIdentifier,
+            provider: request.provider,
+            accessToken: response.accessToken,
+            refreshToken: response.refreshToken,
+            tokenType: response.tokenType,
+            scope: response.scope,
+            expiresAt: lifetime.expiresAt,
+            issuedAt: lifetime.issuedAt,
+            sessionStartedAt: lifetime.issuedAt,
+            readers: readers,
+            enrolment: Enrolment(uid: caller.uid, pid: caller.pid, at: received),
+            status: RefreshStatus(state: .valid)
+        )
+
+        await lock(request.userIdentifier)
+        defer { unlock(request.userIdentifier) }
+        try enrolments.place(
+            user: request.userIdentifier, replace: request.replace, caller: caller, settings: settings.current, view: view,
+            action: "replace")
+        enrolments.reserve(caller)
+        defer { enrolments.release(caller) }
+        let stored: Credential
+        do {
+            stored = try await store.insert(credential, replacing: request.replace)
+        } catch let error as StorageError where error.code == .alreadyExists {
+            throw .credentialExists(request.userIdentifier)
+        } catch {
+            logger.error("storing a credential failed: \(error)", metadata: ["user_identifier": "\(request.userIdentifier)"])
+            throw .storageFailed("the credential could not be stored")
+        }
+        grants.forget(stored.userIdentifier)
+        plan(stored, providers: settings.current.providers)
+        view.store(entry(for: stored, providers: settings.current.providers))
+        logger.info(
+            "credential added",
+            metadata: [
+                "user_identifier": "\(stored.userIdentifier)", "provider": "\(stored.provider)",
+                "uid": "\(caller.uid)", "pid": "\(caller.pid)", "readers": "\(readers.map(\.description).joined(separator: ","))",
+            ])
+    }
+
+    func remove(_ userIdentifier: String, caller: CallerIdentity) async throws(VarlinkError) {
+        guard let existing = view[userIdentifier] else { throw .unknownUser(userIdentifier) }
+        guard settings.current.accessPolicy.mayManage(caller, readers: existing.readers) else {
+            enrolments.logDenied(caller, action: "remove", user: userIdentifier)
+            throw .permissionDenied(userIdentifier)
+        }
+        await lock(userIdentifier)
+        defer { unlock(userIdentifier) }
+        let stored: Credential?
+        do {
+            stored = try await store.load(userIdentifier: userIdentifier)
+        } catch {
+            throw .storageFailed("the credential could not be read")
+        }
+        guard let stored else {
+            view.remove(userIdentifier)
+            throw .unknownUser(userIdentifier)
+        }
+        // Revoke first (RFC 7009), so the refresh token dies with the credential. A provider
+        // that cannot be reached does not stop the removal the caller asked for.
+        if let refresher = refreshers.byProvider[stored.provider] {
+            if let problem = await refresher.revoke(stored) {
+                logger.warning(
+                    "revoking the refresh token failed; removing the credential anyway",
+                    metadata: [
+                        "user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)", "problem": "\(problem)",
+                    ])
+            } else {
+                logger.info("refresh token revoked", metadata: ["user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)"])
+            }
+        }
+        do {
+            _ = try await store.remove(userIdentifier: userIdentifier)
+        } catch {
+            logger.error("removing a credential failed: \(error)", metadata: ["user_identifier": "\(userIdentifier)"])
+            throw .storageFailed("the credential could not be removed")
+        }
+        // Invalidated before the reply goes out: once removal is acknowledged, no caller gets the token.
+        view.remove(userIdentifier)
+        scheduler.cancel(userIdentifier)
+        grants.forget(userIdentifier)
+        logger.info(
+            "credential removed", metadata: ["user_identifier": "\(userIdentifier)", "uid": "\(caller.uid)", "pid": "\(caller.pid)"])
+    }
+}

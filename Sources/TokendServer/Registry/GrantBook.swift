@@ -1,0 +1,40 @@
+import TokendConfig
+import TokendCore
+
+/// The refresh executor's books: the grant in flight per credential (single flight), failed
+/// grants in a row (backoff), the last refresh a caller forced, and each provider's rate
+/// limit. Grant slots are ``GrantSlots``.
+struct GrantBook {
+    /// Grants in flight by user: every caller that needs the same credential refreshed awaits
+    /// the same task.
+    var inFlight: [String: Task<GrantResult, Never>] = [:]
+    /// Failed grants in a row, by user; the next attempt's backoff grows with it.
+    var failures: [String: Int] = [:]
+    /// When a caller last forced a refresh, by user (``CallerRefreshRule``).
+    var lastForced: [String: Timestamp] = [:]
+    /// Set when the daemon stops: no new proactive grant starts.
+    var stoppingProactiveGrants = false
+    /// Grants sent, for status and tests.
+    var started = 0
+    private var buckets: [String: TokenBucket] = [:]
+
+    /// The attempt a failure now would be.
+    func nextAttempt(of user: String) -> Int { (failures[user] ?? 0) + 1 }
+
+    /// A credential added, replaced or removed starts with a clean record.
+    mutating func forget(_ user: String) {
+        failures[user] = nil
+        lastForced[user] = nil
+    }
+
+    /// How long a grant to `provider` must wait for its `rate_limit`, its place reserved.
+    mutating func rateDelay(for provider: ProviderConfiguration, now: Timestamp) -> Duration {
+        var bucket = buckets[provider.name] ?? TokenBucket(ratePerSecond: provider.rateLimit, burst: Double(provider.rateBurst))
+        let delay = bucket.reserve(now: now)
+        buckets[provider.name] = bucket
+        return delay
+    }
+
+    /// A reload may change the rate limits: the buckets start again.
+    mutating func resetRateLimits() { buckets.removeAll() }
+}

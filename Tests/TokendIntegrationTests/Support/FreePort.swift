@@ -1,1 +1,0 @@
-../../TokendPostgresTests/Support/FreePort.swift

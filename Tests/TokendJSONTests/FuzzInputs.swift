@@ -1,1 +1,0 @@
-../TokendCoreTests/FuzzInputs.swift

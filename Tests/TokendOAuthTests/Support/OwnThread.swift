@@ -1,1 +1,0 @@
-../../TokendIntegrationTests/Support/OwnThread.swift
