@@ -1,0 +1,123 @@
+import Foundation
+import TokendTestSupport
+
+/// A second real authorization server: Debian's glewlwyd (OAuth 2.0 / OpenID Connect plugin),
+/// started by `Tests/idp/glewlwyd/glewlwyd_server.py` on 127.0.0.1 over HTTPS with a test CA,
+/// its own state directory, a user `alice` and the clients listed in its README.
+final class Glewlwyd: @unchecked Sendable {
+    // @unchecked: owned by one test at a time.
+    static let script = Repository.root + "/Tests/idp/glewlwyd/glewlwyd_server.py"
+
+    /// Whether glewlwyd is installed (`scripts/setup-host.sh` installs it); tests that need it
+    /// are skipped with a clear message when it is not.
+    static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/glewlwyd") }
+
+    let stateDirectory: String
+    private let process = Process()
+    /// What the script printed once the server was provisioned (issuer, endpoints, clients).
+    private(set) var info: [String: Any] = [:]
+
+    var issuer: String { info["issuer"] as? String ?? "" }
+    var tokenEndpoint: String { info["token_endpoint"] as? String ?? "" }
+    var caFile: String { info["ca_file"] as? String ?? "" }
+    var logFile: String { info["log_file"] as? String ?? "" }
+    static let clientID = "tokend-secret"
+    static let clientSecret = "tokend-secret-secret"
+
+    init(directory: ScratchDirectory) {
+        stateDirectory = directory.file("glewlwyd")
+    }
+
+    /// Starts the server; `arguments` are more `serve` options (e.g. `--refresh-token-one-use never`).
+    func start(_ arguments: [String] = [], timeout: Duration = .seconds(60)) async throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [Self.script, "serve", "--state-dir", stateDirectory] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let reading = output.fileHandleForReading
+        let process = self.process
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            if process.isRunning { kill(-process.processIdentifier, SIGKILL) }
+        }
+        defer { timer.cancel() }
+        // One JSON line once everything is provisioned; end of file if the script died.
+        let line = await onOwnThread { () -> String? in
+            var buffer = Data()
+            while true {
+                let chunk = reading.availableData
+                if chunk.isEmpty { return nil }
+                buffer.append(chunk)
+                if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    return String(decoding: buffer[..<newline], as: UTF8.self)
+                }
+            }
+        }
+        guard let line, let object = try? RawClient.object(line) else {
+            throw TestFailure("glewlwyd did not start within \(timeout): \(log)")
+        }
+        info = object
+    }
+
+    /// A token response for `alice` from the resource-owner password grant of the client
+    /// `tokend-secret` (what a test seeds tokend with).
+    func passwordGrant(scope: String = "openid read offline_access") async throws -> [String: Any] {
+        let result = try await runCommand(
+            "/usr/bin/python3", [Self.script, "token", "--state-dir", stateDirectory, "--client", "secret", "--scope", scope])
+        guard result.status == 0 else { throw TestFailure("password grant failed: \(result.stderr)") }
+        return try RawClient.object(result.stdout)
+    }
+
+    /// Approves a device login as alice would in her browser.
+    func approveDevice(userCode: String) async throws {
+        let result = try await runCommand(
+            "/usr/bin/python3", [Self.script, "approve-device", "--state-dir", stateDirectory, "--user-code", userCode])
+        guard result.status == 0 else { throw TestFailure("device approval failed: \(result.stderr)") }
+    }
+
+    /// The HTTP status and body of a refresh grant sent by the test itself (as `tokend-secret`).
+    func refresh(with refreshToken: String) async throws -> (status: Int, body: String) {
+        let script = """
+            import base64, ssl, sys, urllib.error, urllib.parse, urllib.request
+            endpoint, ca, client, secret = sys.argv[1:5]
+            token = sys.stdin.read()
+            body = urllib.parse.urlencode({"grant_type": "refresh_token", "refresh_token": token}).encode()
+            basic = base64.b64encode(f"{client}:{secret}".encode()).decode()
+            request = urllib.request.Request(endpoint, data=body, headers={"Authorization": "Basic " + basic})
+            try:
+                with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=ca), timeout=10) as answer:
+                    print(answer.status); print(answer.read().decode())
+            except urllib.error.HTTPError as error:
+                print(error.code); print(error.read().decode())
+            """
+        // The token goes on stdin, not in argv.
+        let result = try await runCommand(
+            "/usr/bin/python3",
+            ["-c", script, tokenEndpoint, caFile, Self.clientID, Self.clientSecret], stdin: refreshToken)
+        let lines = result.stdout.split(separator: "\n", maxSplits: 1).map(String.init)
+        guard result.status == 0, let status = lines.first.flatMap({ Int($0) }) else {
+            throw TestFailure("the refresh request failed: \(result.stderr)")
+        }
+        return (status, lines.count > 1 ? lines[1] : "")
+    }
+
+    /// Stops the script, which stops glewlwyd (a session of its own); whatever is left is killed.
+    func stop() async {
+        guard process.processIdentifier > 0 else { return }
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        let deadline = ContinuousClock.now + .seconds(15)
+        while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        killAll()
+    }
+
+    private func killAll() {
+        if let server = info["pid"] as? Int, server > 0 { kill(Int32(server), SIGKILL) }
+        if process.processIdentifier > 0 { kill(-process.processIdentifier, SIGKILL) }
+    }
+
+    deinit { killAll() }
+
+    var log: String { (try? String(contentsOfFile: stateDirectory + "/glewlwyd.log", encoding: .utf8)) ?? "" }
+}
