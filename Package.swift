@@ -78,6 +78,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // RSA signatures for private_key_jwt (RS256); Crypto has no RSA.
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -134,7 +136,7 @@ let package = Package(
         .executableTarget(
             name: "tokend",
             dependencies: [
-                "TokendServer", "TokendConfig", "TokendSystemd",
+                "TokendServer", "TokendConfig", "TokendOAuth", "TokendSystemd",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -173,7 +175,8 @@ let package = Package(
         .testTarget(
             name: "TokendOAuthTests",
             dependencies: [
-                "TokendOAuth", "TokendCore", "TokendConfig", "TokendTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                "TokendOAuth", "TokendCore", "TokendConfig", "TokendJSON", "TokendTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

@@ -19,7 +19,8 @@ public enum ConfigurationLoader {
         }
         let document = try TOMLDocument.parse(text, file: normalized)
         let directory = String(normalized[..<(normalized.lastIndex(of: "/") ?? normalized.startIndex)])
-        let parser = ConfigurationParser(file: normalized, baseDirectory: directory.isEmpty ? "/" : directory, readSecretFile: readFile)
+        var parser = ConfigurationParser(file: normalized, baseDirectory: directory.isEmpty ? "/" : directory, readSecretFile: readFile)
+        parser.credentialsDirectory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"]
         return try parser.parse(document)
     }
 

@@ -36,6 +36,7 @@ extension ConfigurationParser {
             address: address, application: application, redirect: urls["redirect"] ?? "", fallback: urls["fallback"] ?? "", scheme: scheme
         )
         if let caFile = try table.string("ca_file") { settings.caFile = resolve(caFile) }
+        settings.proxy = try parseProxy(&table)
         for (key, keyPath) in [("public_key_path", \HATSettings.publicKeyPath), ("renewal_path", \HATSettings.renewalPath)] {
             guard let path = try table.string(key) else { continue }
             guard path.hasPrefix("/"), path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "#") }) else {

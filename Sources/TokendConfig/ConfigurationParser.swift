@@ -9,6 +9,8 @@ public struct ConfigurationParser {
     public var file: String
     public var baseDirectory: String
     public var readSecretFile: (String) throws -> String
+    /// `$CREDENTIALS_DIRECTORY`: where systemd puts the unit's credentials (`*_credential` keys).
+    public var credentialsDirectory: String?
 
     public init(file: String, baseDirectory: String, readSecretFile: @escaping (String) throws -> String) {
         self.file = file
@@ -178,9 +180,11 @@ public struct ConfigurationParser {
         settings.verifyAccessToken = try table.boolean("verify_access_token") ?? false
         settings.audience = try table.string("audience")
         if let caFile = try table.string("ca_file") { settings.caFile = resolve(caFile) }
+        settings.proxy = try parseProxy(&table)
         if let auth = try table.string("client_auth") {
             guard let method = ClientAuthentication(rawValue: auth) else {
-                throw table.error("client_auth", "\"\(auth)\" is not one of none, client_secret_basic, client_secret_post")
+                throw table.error(
+                    "client_auth", "\"\(auth)\" is not one of none, client_secret_basic, client_secret_post, private_key_jwt")
             }
             settings.clientAuthentication = method
         }
@@ -196,10 +200,116 @@ public struct ConfigurationParser {
                 throw table.error("client_secret_file", "cannot read \(path): \(error)")
             }
         }
-        if settings.clientAuthentication != .none, settings.clientSecret == nil {
-            throw table.error("client_secret_file", "is required with client_auth = \"\(settings.clientAuthentication.rawValue)\"")
+        settings.clientAssertionKey = try parseClientAssertionKey(&table, issuer: settings.issuer)
+        if settings.clientAssertionKey != nil, settings.clientAuthentication != .privateKeyJWT {
+            throw table.error("client_auth", "must be \"private_key_jwt\" when a client assertion key is set")
+        }
+        switch settings.clientAuthentication {
+        case .none:
+            break
+        case .clientSecretBasic, .clientSecretPost:
+            if settings.clientSecret == nil {
+                throw table.error("client_secret_file", "is required with client_auth = \"\(settings.clientAuthentication.rawValue)\"")
+            }
+        case .privateKeyJWT:
+            if settings.clientAssertionKey == nil {
+                throw table.error(
+                    "client_assertion_key_file", "is required with client_auth = \"private_key_jwt\" (or client_assertion_key_credential)")
+            }
         }
         return settings
+    }
+
+    /// `proxy` (`"direct"` or `"http://host:port"`) and `proxy_credentials_file` (`user:password`,
+    /// read like a secret); neither set: the environment decides.
+    func parseProxy(_ table: inout ConfigTableReader) throws(ConfigurationError) -> ProxySetting {
+        let text = try table.string("proxy")
+        let credentialsFile = try table.string("proxy_credentials_file")
+        guard let text else {
+            if credentialsFile != nil { throw table.error("proxy_credentials_file", "needs proxy = \"http://host:port\"") }
+            return .environment
+        }
+        if text == "direct" {
+            if credentialsFile != nil { throw table.error("proxy_credentials_file", "needs proxy = \"http://host:port\"") }
+            return .direct
+        }
+        var server: ProxyServer
+        do {
+            server = try ProxyServer.parse(text, allowCredentials: false)
+        } catch {
+            throw table.error("proxy", error.description)
+        }
+        if let credentialsFile {
+            let path = resolve(credentialsFile)
+            let credentials: String
+            do {
+                credentials = try readSecretFile(path).trimmingTrailingNewlines()
+            } catch {
+                throw table.error("proxy_credentials_file", "cannot read \(path): \(error)")
+            }
+            guard credentials.contains(":"), !credentials.hasPrefix(":") else {
+                throw table.error("proxy_credentials_file", "\(path) does not hold user:password")
+            }
+            server.credentials = SecretString(credentials)
+        }
+        return .server(server)
+    }
+
+    /// The `private_key_jwt` key: `client_assertion_key_file` (a path) or
+    /// `client_assertion_key_credential` (a systemd credential's name, read from
+    /// `$CREDENTIALS_DIRECTORY`), with `client_assertion_kid` and `client_assertion_audience`.
+    /// Whether the PEM holds a usable key is checked by the daemon when it loads the
+    /// configuration (TokendOAuth's `ClientAssertionSigner`), where the crypto library is.
+    func parseClientAssertionKey(_ table: inout ConfigTableReader, issuer: String?) throws(ConfigurationError) -> ClientAssertionKey? {
+        let file = try table.string("client_assertion_key_file")
+        let credential = try table.string("client_assertion_key_credential")
+        let keyID = try table.string("client_assertion_kid")
+        let audienceText = try table.string("client_assertion_audience")
+        let key: String
+        let path: String
+        switch (file, credential) {
+        case (nil, nil):
+            if keyID != nil || audienceText != nil {
+                throw table.error("client_assertion_key_file", "is required with client_assertion_kid or client_assertion_audience")
+            }
+            return nil
+        case (let file?, nil):
+            key = "client_assertion_key_file"
+            path = resolve(file)
+        case (nil, let name?):
+            key = "client_assertion_key_credential"
+            guard !name.isEmpty, !name.contains("/") else { throw table.error(key, "is not a credential name") }
+            guard let directory = credentialsDirectory else {
+                throw table.error(key, "needs $CREDENTIALS_DIRECTORY (LoadCredential= or SetCredential= in the unit)")
+            }
+            path = directory + "/" + name
+        case (_?, _?):
+            throw table.error("client_assertion_key_credential", "cannot be used with client_assertion_key_file")
+        }
+        let pem: String
+        do {
+            pem = try readSecretFile(path)
+        } catch {
+            throw table.error(key, "cannot read \(path): \(error)")
+        }
+        guard pem.contains("-----BEGIN"), pem.contains("PRIVATE KEY-----") else {
+            throw table.error(key, "\(path) is not a PEM private key")
+        }
+        let audience: ClientAssertionAudience
+        switch audienceText {
+        case nil, "token_endpoint": audience = .tokenEndpoint
+        case "issuer":
+            guard issuer != nil else { throw table.error("client_assertion_audience", "\"issuer\" needs issuer to be set") }
+            audience = .issuer
+        case let url?:
+            guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
+                throw table.error("client_assertion_audience", "\"\(url)\" is not token_endpoint, issuer or a URL")
+            }
+            audience = .url(url)
+        }
+        var assertionKey = ClientAssertionKey(pem: SecretString(pem), source: path, keyID: keyID, audience: audience)
+        assertionKey.configurationKey = key
+        return assertionKey
     }
 
     /// Resolves `path` against the configuration file's folder unless it is absolute.

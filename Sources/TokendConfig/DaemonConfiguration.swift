@@ -118,6 +118,39 @@ public enum ClientAuthentication: String, Sendable, Hashable, CaseIterable {
     case none
     case clientSecretBasic = "client_secret_basic"
     case clientSecretPost = "client_secret_post"
+    /// A JWT signed with the client's private key (RFC 7523 §2.2): no secret is sent.
+    case privateKeyJWT = "private_key_jwt"
+}
+
+/// The `aud` of a `private_key_jwt` client assertion.
+public enum ClientAssertionAudience: Sendable, Hashable {
+    /// The token endpoint's URL (RFC 7523 §3; what most servers check).
+    case tokenEndpoint
+    /// The OpenID Connect issuer.
+    case issuer
+    /// A URL the provider documents.
+    case url(String)
+}
+
+/// The private key that signs `private_key_jwt` client assertions; it never leaves tokend.
+public struct ClientAssertionKey: Sendable, Hashable {
+    /// The PEM text (PKCS #8, SEC 1 or PKCS #1): a P-256 key signs ES256, an RSA key of at
+    /// least 2048 bits RS256.
+    public var pem: SecretString
+    /// Where it was read from, for messages.
+    public var source: String
+    /// The key that named it: `client_assertion_key_file` or `client_assertion_key_credential`.
+    public var configurationKey = "client_assertion_key_file"
+    /// The `kid` header, when the provider registered several keys.
+    public var keyID: String?
+    public var audience: ClientAssertionAudience
+
+    public init(pem: SecretString, source: String, keyID: String? = nil, audience: ClientAssertionAudience = .tokenEndpoint) {
+        self.pem = pem
+        self.source = source
+        self.keyID = keyID
+        self.audience = audience
+    }
 }
 
 /// An OAuth 2.0 provider's endpoints and client registration.
@@ -134,6 +167,9 @@ public struct OAuth2Settings: Sendable, Hashable {
     public var scope: String?
     /// A PEM file of CA certificates trusted for this provider, besides the system's.
     public var caFile: String?
+    /// How the provider's servers are reached: through the environment's proxy (the default),
+    /// directly, or through a proxy of its own.
+    public var proxy: ProxySetting = .environment
     /// Where `tokenctl login` sends the browser (RFC 6749 §3.1); discovered from `issuer` when unset.
     public var authorizationEndpoint: String?
     /// The RFC 8628 device authorization endpoint; discovered from `issuer` when unset.
@@ -145,6 +181,8 @@ public struct OAuth2Settings: Sendable, Hashable {
     public var verifyAccessToken: Bool = false
     /// The `aud` that JWT access tokens must carry, when `verifyAccessToken` is on.
     public var audience: String?
+    /// The signing key of `client_auth = "private_key_jwt"`.
+    public var clientAssertionKey: ClientAssertionKey?
 
     public init(
         tokenEndpoint: String? = nil, issuer: String? = nil, revocationEndpoint: String? = nil, clientID: String,

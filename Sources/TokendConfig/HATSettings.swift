@@ -20,6 +20,8 @@ public struct HATSettings: Sendable, Hashable {
     public var scheme: String
     /// A PEM file of CA certificates trusted for this PDA, besides the system's.
     public var caFile: String?
+    /// How the PDA is reached: through the environment's proxy (the default), directly, or a proxy.
+    public var proxy: ProxySetting = .environment
     /// Where the PDA serves its PEM `PUBLIC KEY`.
     public var publicKeyPath: String
     /// A cheap authenticated endpoint whose response carries a renewed token.

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import Synchronization
+import TokendCore
 
 /// One shared `HTTPClient` for every provider that trusts the system's CAs, and one per extra
 /// CA file: TLS trust is a property of the client in AsyncHTTPClient, so providers with the
@@ -30,12 +31,21 @@ public final class HTTPClientPool: Sendable {
     private let group: any EventLoopGroup
     /// Refresh grants' token POSTs (``FormPostClient``), on the same loop as the clients.
     let formPosts: FormPostClient
-    private let clients = Mutex<[String: HTTPClient]>([:])
+    private let clients = Mutex<[ClientKey: HTTPClient]>([:])
+    /// The proxy variables of the daemon's environment, for providers that follow them.
+    public let proxies: ProxyEnvironment
+
+    /// What sets one `HTTPClient` apart from another: the trust and the proxy.
+    private struct ClientKey: Hashable {
+        var caFile: String
+        var proxy: ProxyServer?
+    }
 
     /// - Parameter group: The loops to run the clients on; nil (the default) makes one loop
     ///   for them alone, which storm pacing needs.
-    public init(timeouts: Timeouts = Timeouts(), group: (any EventLoopGroup)? = nil) {
+    public init(timeouts: Timeouts = Timeouts(), group: (any EventLoopGroup)? = nil, proxies: ProxyEnvironment = ProxyEnvironment()) {
         self.timeouts = timeouts
+        self.proxies = proxies
         if let group {
             self.group = group
             self.pacer = nil
@@ -44,13 +54,15 @@ public final class HTTPClientPool: Sendable {
             self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1, metricsDelegate: pacer)
             self.pacer = pacer
         }
-        formPosts = FormPostClient(group: self.group, connectTimeout: timeouts.connect)
+        formPosts = FormPostClient(group: self.group, connectTimeout: timeouts.connect, proxies: proxies)
     }
 
-    /// The client for a provider with an optional extra CA file.
-    public func client(caFile: String?) -> HTTPClient {
-        clients.withLock { clients in
-            let key = caFile ?? ""
+    /// The client for a request to `url` from a provider with an optional extra CA file and its
+    /// proxy setting (the route depends on the URL: `no_proxy`, cleartext loopback).
+    public func client(for url: String, caFile: String?, proxy: ProxySetting) -> HTTPClient {
+        let route = FormPostTarget(url).flatMap { proxies.route(scheme: $0.tls ? "https" : "http", host: $0.host, setting: proxy) }
+        return clients.withLock { clients in
+            let key = ClientKey(caFile: caFile ?? "", proxy: route)
             if let client = clients[key] { return client }
             var tls = TLSConfiguration.makeClientConfiguration()
             if let caFile { tls.additionalTrustRoots = [.file(caFile)] }
@@ -69,6 +81,12 @@ public final class HTTPClientPool: Sendable {
             // No request spans: tokend has no tracer, and even the no-op one costs a dynamic
             // cast and a span per grant.
             configuration.tracing.tracer = nil
+            if let route {
+                // A CONNECT tunnel (AsyncHTTPClient tunnels https through an HTTP proxy).
+                configuration.proxy = .server(
+                    host: route.host, port: route.port,
+                    authorization: route.credentials.map { .basic(credentials: FormEncoding.base64(Array($0.value.utf8))) })
+            }
             let client = HTTPClient(eventLoopGroup: group, configuration: configuration)
             clients[key] = client
             return client

@@ -23,7 +23,9 @@ public struct OIDCDiscovery: Sendable {
 
     public init(pool: HTTPClientPool) { self.pool = pool }
 
-    public func discover(issuer: String, caFile: String?) async throws(DiscoveryError) -> ProviderMetadata {
+    public func discover(issuer: String, caFile: String?, proxy: ProxySetting = .environment) async throws(DiscoveryError)
+        -> ProviderMetadata
+    {
         do {
             _ = try EndpointPolicy.check(issuer)
         } catch {
@@ -33,7 +35,7 @@ public struct OIDCDiscovery: Sendable {
         let url = base + "/.well-known/openid-configuration"
         let body: ByteBuffer
         do {
-            let response = try await pool.client(caFile: caFile).execute(
+            let response = try await pool.client(for: url, caFile: caFile, proxy: proxy).execute(
                 HTTPClientRequest(url: url), timeout: .milliseconds(pool.timeouts.request.milliseconds))
             guard response.status == .ok else { throw DiscoveryError(description: "\(url) answered \(response.status.code)") }
             body = try await response.body.collect(upTo: 1 << 20)

@@ -37,12 +37,18 @@ public struct TokenEndpointClient: Sendable {
         var fields: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.value)]
         if let scope = settings.scope { fields.append(("scope", scope)) }
         var headers = [("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded"), ("User-Agent", "tokend")]
-        if let authorization = Self.authenticate(fields: &fields, settings: settings) { headers.append(("Authorization", authorization)) }
+        do {
+            if let authorization = try Self.authenticate(fields: &fields, settings: settings, tokenEndpoint: endpoint, now: now()) {
+                headers.append(("Authorization", authorization))
+            }
+        } catch {
+            return .transient(reason: error.description, retryAfter: nil)
+        }
         pool.pacer?.requestStarted(pacing: stormPacing)
         defer { pool.pacer?.requestFinished(pacing: stormPacing) }
         do {
             let response = try await pool.formPosts.post(
-                url: endpoint, headers: headers, body: FormEncoding.encode(fields), caFile: settings.caFile,
+                url: endpoint, headers: headers, body: FormEncoding.encode(fields), caFile: settings.caFile, proxy: settings.proxy,
                 maximumBodyBytes: Self.maximumResponseBytes, deadline: .now() + .milliseconds(pool.timeouts.request.milliseconds)
             )
             return GrantOutcome.classify(status: response.status, retryAfterHeader: response.retryAfter, body: response.body, now: now())
@@ -102,14 +108,16 @@ public struct TokenEndpointClient: Sendable {
         if acceptJSON { headers.add(name: "Accept", value: "application/json") }
         headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         headers.add(name: "User-Agent", value: "tokend")
-        if let authorization = authenticate(fields: &fields, settings: settings) {
+        if let authorization = try authenticate(
+            fields: &fields, settings: settings, tokenEndpoint: settings.tokenEndpoint ?? endpoint, now: WallClock.now())
+        {
             headers.add(name: "Authorization", value: authorization)
         }
         let request = try HTTPClient.Request(
             url: endpoint, method: .POST, headers: headers, body: .byteBuffer(ByteBuffer(string: FormEncoding.encode(fields)))
         )
         let accumulator = ResponseAccumulator(request: request, maxBodySize: maximumResponseBytes)
-        let response = try await pool.client(caFile: settings.caFile)
+        let response = try await pool.client(for: endpoint, caFile: settings.caFile, proxy: settings.proxy)
             .execute(request: request, delegate: accumulator, deadline: .now() + .milliseconds(pool.timeouts.request.milliseconds))
             .futureResult.get()
         return FormResponse(
@@ -118,10 +126,26 @@ public struct TokenEndpointClient: Sendable {
         )
     }
 
-    /// Client authentication (RFC 6749 §2.3): adds `client_id` (and `client_secret`) to the
-    /// form fields, or returns the value of a Basic `Authorization` header.
-    static func authenticate(fields: inout [(String, String)], settings: OAuth2Settings) -> String? {
+    /// Client authentication (RFC 6749 §2.3): adds `client_id` (and `client_secret`, or a
+    /// signed client assertion) to the form fields, or returns the value of a Basic
+    /// `Authorization` header.
+    ///
+    /// - Parameter tokenEndpoint: the provider's token endpoint, the default audience of a
+    ///   client assertion also when the request goes elsewhere (revocation, device authorization).
+    /// - Throws: ``ClientAssertionSigner/KeyProblem`` when the assertion cannot be signed;
+    ///   nothing has been sent then.
+    static func authenticate(
+        fields: inout [(String, String)], settings: OAuth2Settings, tokenEndpoint: String, now: Timestamp
+    ) throws(ClientAssertionSigner.KeyProblem) -> String? {
         switch settings.clientAuthentication {
+        case .privateKeyJWT:
+            guard let key = settings.clientAssertionKey else { throw .init(description: "no client assertion key is configured") }
+            let assertion = try ClientAssertionSigner(key).assertion(
+                clientID: settings.clientID, audience: settings.clientAssertionAudience(tokenEndpoint: tokenEndpoint), now: now)
+            fields.append(("client_id", settings.clientID))
+            fields.append(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"))
+            fields.append(("client_assertion", assertion))
+            return nil
         case .none:
             fields.append(("client_id", settings.clientID))
             return nil

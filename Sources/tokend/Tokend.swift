@@ -4,6 +4,7 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 import TokendConfig
+import TokendOAuth
 import TokendServer
 import TokendSystemd
 
@@ -77,11 +78,16 @@ struct Tokend: AsyncParsableCommand {
     private func reloader() -> @Sendable () throws -> DaemonConfiguration {
         let explicit = config
         return {
-            if let explicit { return try ConfigurationLoader.load(path: explicit) }
-            if access(DaemonConfiguration.defaultConfigurationFile, F_OK) == 0 {
-                return try ConfigurationLoader.load(path: DaemonConfiguration.defaultConfigurationFile)
+            let configuration: DaemonConfiguration
+            if let explicit {
+                configuration = try ConfigurationLoader.load(path: explicit)
+            } else if access(DaemonConfiguration.defaultConfigurationFile, F_OK) == 0 {
+                configuration = try ConfigurationLoader.load(path: DaemonConfiguration.defaultConfigurationFile)
+            } else {
+                configuration = DaemonConfiguration()
             }
-            return DaemonConfiguration()
+            try ClientKeyCheck.check(configuration)
+            return configuration
         }
     }
 
@@ -98,13 +104,7 @@ struct Tokend: AsyncParsableCommand {
         return registry
     }
 
-    private func loadConfiguration() throws -> DaemonConfiguration {
-        if let config { return try ConfigurationLoader.load(path: config) }
-        if access(DaemonConfiguration.defaultConfigurationFile, F_OK) == 0 {
-            return try ConfigurationLoader.load(path: DaemonConfiguration.defaultConfigurationFile)
-        }
-        return DaemonConfiguration()
-    }
+    private func loadConfiguration() throws -> DaemonConfiguration { try reloader()() }
 }
 
 enum FileHandleOutput {

@@ -329,8 +329,9 @@ struct ConfigurationErrorTests {
             name: "refresh_at integer", text: config(provider: "refresh_at = 1"), key: "providers.example.refresh_at",
             problem: "expected a number between 0 and 1, found an integer"),
         BadConfig(
-            name: "client_auth unknown", text: config(provider: "client_auth = \"private_key_jwt\""), key: "providers.example.client_auth",
-            problem: "\"private_key_jwt\" is not one of none, client_secret_basic, client_secret_post"),
+            name: "client_auth unknown", text: config(provider: "client_auth = \"client_secret_jwt\""),
+            key: "providers.example.client_auth",
+            problem: "\"client_secret_jwt\" is not one of none, client_secret_basic, client_secret_post, private_key_jwt"),
         BadConfig(
             name: "client_secret_file unreadable", text: config(), key: "providers.example.client_secret_file",
             problem: "cannot read /srv/tokend/etc/example-client-secret: no such file: /srv/tokend/etc/example-client-secret", secrets: [:]),

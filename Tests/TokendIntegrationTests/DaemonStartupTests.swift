@@ -24,6 +24,40 @@ struct DaemonStartupTests {
         #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
     }
 
+    /// A `private_key_jwt` key tokend cannot sign with stops start-up and `--check-config`
+    /// with one line naming the key, and never quotes the key.
+    @Test(arguments: [
+        (["genrsa", "1024"], "holds an RSA key of fewer than 2048 bits"),
+        (["ecparam", "-name", "secp384r1", "-genkey", "-noout"], "holds no P-256 or RSA private key"),
+    ])
+    func anUnusableClientKeyStopsStartUp(generate: [String], expected: String) async throws {
+        let directory = try ScratchDirectory()
+        let key = try await runCommand("/usr/bin/openssl", generate)
+        try #require(key.status == 0, "\(key.stderr)")
+        try directory.write("client.key", key.stdout, mode: 0o600)
+        try directory.write(
+            "bad.toml",
+            """
+            [providers.p]
+            kind = "oauth2"
+            token_endpoint = "https://127.0.0.1:9/token"
+            client_id = "c"
+            client_auth = "private_key_jwt"
+            client_assertion_key_file = "client.key"
+            """)
+        for arguments in [["--config", directory.file("bad.toml")], ["--check-config", "--config", directory.file("bad.toml")]] {
+            let result = try await runCommand(Repository.binary("tokend"), arguments)
+            #expect(result.status == 78, "\(arguments)")
+            #expect(
+                result.stderr.contains("providers.p.client_assertion_key_file: \(directory.file("client.key")) \(expected)"),
+                "\(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
+            for line in key.stdout.split(separator: "\n") where !line.hasPrefix("-----") {
+                #expect(!result.stderr.contains(line))
+            }
+        }
+    }
+
     @Test func aSecondDaemonOnTheSameStateDirectoryRefuses() async throws {
         let first = try DaemonProcess()
         try await first.start()

@@ -13,21 +13,35 @@ struct GlewlwydInteropTests {
         let server: Glewlwyd
         let daemon: DaemonProcess
 
-        /// glewlwyd with `serverArguments`, and a daemon whose provider `gw` finds it by discovery.
-        static func start(_ serverArguments: [String] = []) async throws -> Setup {
+        /// glewlwyd with `serverArguments`, and a daemon whose provider `gw` finds it by
+        /// discovery and authenticates as `client` (a key of the server's `clients`).
+        static func start(_ serverArguments: [String] = [], client: Glewlwyd.Client = .secret) async throws -> Setup {
             try #require(Glewlwyd.isAvailable, "glewlwyd is not installed (scripts/setup-host.sh installs it)")
             let directory = try ScratchDirectory()
-            let server = Glewlwyd(directory: directory)
+            let server = Glewlwyd(directory: directory, client: client)
             try await server.start(serverArguments)
             try directory.write("gw-secret", Glewlwyd.clientSecret + "\n", mode: 0o600)
+            let authentication: String
+            switch client {
+            case .secret:
+                authentication = """
+                    client_secret_file = "gw-secret"
+                    client_auth = "client_secret_basic"
+                    """
+            case .privateKeyJWTEC, .privateKeyJWTRSA:
+                authentication = """
+                    client_auth = "private_key_jwt"
+                    client_assertion_key_file = "\(server.clientKeyFile)"
+                    client_assertion_kid = "\(server.clientKeyID)"
+                    """
+            }
             let provider = """
                 [providers.gw]
                 kind = "oauth2"
                 issuer = "\(server.issuer)"
                 ca_file = "\(server.caFile)"
-                client_id = "\(Glewlwyd.clientID)"
-                client_secret_file = "gw-secret"
-                client_auth = "client_secret_basic"
+                client_id = "\(server.clientID)"
+                \(authentication)
                 scope = "openid read offline_access"
                 """
             let daemon = try DaemonProcess(
@@ -53,6 +67,20 @@ struct GlewlwydInteropTests {
             return (access, refresh)
         }
 
+        /// Forces `rounds` refreshes of alice's token (asking for one valid `minValid` seconds)
+        /// and expects a new token from each; `first` is the token before.
+        func forceRefreshes(_ rounds: Int, minValid: Int, after first: String) async throws {
+            var seen = [first]
+            for round in 1...rounds {
+                let token = try await tokenctl(["token", "alice", "--min-valid", "\(minValid)"])
+                #expect(token.status == 0, "round \(round): \(token.stderr) \(daemon.log.suffix(1500))")
+                let value = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+                #expect(!seen.contains(value), "round \(round) gave a new token")
+                seen.append(value)
+                if round < rounds { try await Task.sleep(for: .milliseconds(1500)) }  // forced_refresh_interval
+            }
+        }
+
         func stop() async throws {
             try await daemon.stop()
             await server.stop()
@@ -64,15 +92,7 @@ struct GlewlwydInteropTests {
     @Test func refreshesWithRotationFoundByDiscovery() async throws {
         let setup = try await Setup.start(["--refresh-token-one-use", "always", "--access-token-lifetime", "600"])
         let (first, seeded) = try await setup.addAlice()
-        var seen = [first]
-        for round in 1...3 {
-            let token = try await setup.tokenctl(["token", "alice", "--min-valid", "1200"])
-            #expect(token.status == 0, "round \(round): \(token.stderr) \(setup.daemon.log.suffix(1500))")
-            let value = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-            #expect(!seen.contains(value), "round \(round) gave a new token")
-            seen.append(value)
-            if round < 3 { try await Task.sleep(for: .milliseconds(1500)) }  // forced_refresh_interval
-        }
+        try await setup.forceRefreshes(3, minValid: 1200, after: first)
         // The seeded refresh token was spent by the first refresh; glewlwyd refuses it now.
         let spent = try await setup.server.refresh(with: seeded)
         #expect(spent.status == 400 || spent.status == 403, "\(spent)")
@@ -98,10 +118,13 @@ struct GlewlwydInteropTests {
         try await setup.stop()
     }
 
-    /// `tokenctl login --device` against glewlwyd: the user code is approved as alice would,
-    /// the tokens go from glewlwyd into the store, and the refresh token from the login works.
-    @Test func deviceLoginStoresARefreshableCredential() async throws {
-        let setup = try await Setup.start(["--device-interval", "1"])
+    /// `tokenctl login --device` against glewlwyd, as a client with a secret and as one with a
+    /// key (the device authorization request and the polls carry a client assertion): the user
+    /// code is approved as alice would, the tokens go from glewlwyd into the store, and the
+    /// refresh token from the login works.
+    @Test(arguments: [Glewlwyd.Client.secret, .privateKeyJWTEC])
+    func deviceLoginStoresARefreshableCredential(client: Glewlwyd.Client) async throws {
+        let setup = try await Setup.start(["--device-interval", "1"], client: client)
         let login = try StreamingCommand(
             Repository.binary("tokenctl"), ["login", "bob", "--provider", "gw", "--device", "--socket", setup.daemon.socketPath])
         let userCode = try await login.line(startingWith: "User code: ")
@@ -113,6 +136,25 @@ struct GlewlwydInteropTests {
         let refreshed = try await setup.tokenctl(["token", "bob", "--min-valid", "7200"])
         #expect(refreshed.status == 0, "\(refreshed.stderr)")
         #expect(!first.stdout.isEmpty && refreshed.stdout != first.stdout)
+        try await setup.stop()
+    }
+
+    /// `client_auth = "private_key_jwt"` with an EC (ES256) and an RSA (RS256) key: refresh
+    /// grants and the revocation at removal authenticate with a signed assertion that glewlwyd
+    /// verifies against the client's registered key (aud = its token endpoint, a `jti` it
+    /// will not accept twice). The key appears in no log.
+    @Test(arguments: [Glewlwyd.Client.privateKeyJWTEC, .privateKeyJWTRSA])
+    func privateKeyJWTRefreshesAndRevokes(client: Glewlwyd.Client) async throws {
+        let setup = try await Setup.start(["--refresh-token-one-use", "always"], client: client)
+        let (first, _) = try await setup.addAlice()
+        try await setup.forceRefreshes(2, minValid: 7200, after: first)
+        let removed = try await setup.tokenctl(["remove", "alice"])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(setup.daemon.log.contains("refresh token revoked"), "\(setup.daemon.log.suffix(1500))")
+        let key = try String(contentsOfFile: setup.server.clientKeyFile, encoding: .utf8)
+        let keyBody = key.split(separator: "\n").filter { !$0.hasPrefix("-----") }
+        #expect(keyBody.count > 1)
+        for line in keyBody { #expect(!setup.daemon.log.contains(line), "the daemon logged its client key") }
         try await setup.stop()
     }
 }

@@ -5,14 +5,8 @@ import Testing
 @Suite(.serialized)
 struct TLSProviderTests {
     @Test func theConfiguredCAIsTrustedAndNothingElse() async throws {
-        try requireVenv()
         let directory = try ScratchDirectory()
-        let pki = directory.file("pki")
-        let made = try await runCommand(IdentityProvider.python, [IdentityProvider.script, "make-ca", "--out", pki])
-        try #require(made.status == 0, "\(made.stderr)")
-        let idp = try IdentityProvider(directory: directory, options: .init(tls: (pki + "/server.pem", pki + "/server.key")))
-        try await idp.start()
-        try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
+        let idp = try await IdentityProvider.startWithTLS(in: directory)
         let providers =
             idp.providerConfiguration(name: "trusted", extra: "ca_file = \"pki/ca.pem\"") + "\n"
             + idp.providerConfiguration(name: "untrusted")

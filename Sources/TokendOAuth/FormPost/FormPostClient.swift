@@ -3,6 +3,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Synchronization
+import TokendCore
 
 /// An HTTP/1.1 client for the one request tokend sends thousands of times: a form POST to a
 /// token endpoint, answered with a small body. Built on SwiftNIO's HTTP codec and NIOSSL, with
@@ -16,11 +17,13 @@ import Synchronization
 /// connection if the server does. It also knows whether a failed request went out at all,
 /// which decides if a rotated refresh token may have been lost (``FormPostFailure``).
 ///
-/// Never follows redirects (a 307 would resend the refresh token elsewhere); no proxies, as
-/// AsyncHTTPClient was configured before.
+/// Never follows redirects (a 307 would resend the refresh token elsewhere). Reaches https
+/// endpoints through an HTTP proxy when the provider's setting or the environment says so
+/// (a `CONNECT` tunnel, ``ProxyTunnelHandler``), as AsyncHTTPClient does for the other requests.
 final class FormPostClient: Sendable {
     private let group: any EventLoopGroup
     private let connectTimeout: Duration
+    private let proxies: ProxyEnvironment
     private let state = Mutex(PoolState())
     /// TLS contexts by CA file ("" for the system's trust): building one reads the trust store.
     private let tlsContexts = Mutex<[String: NIOSSLContext]>([:])
@@ -36,6 +39,8 @@ final class FormPostClient: Sendable {
         var host: String
         var port: Int
         var caFile: String
+        /// The proxy the connection tunnels through, if any.
+        var proxy: ProxyServer?
     }
 
     private struct IdleConnection: Sendable {
@@ -49,18 +54,21 @@ final class FormPostClient: Sendable {
         var shutDown = false
     }
 
-    init(group: any EventLoopGroup, connectTimeout: Duration) {
+    init(group: any EventLoopGroup, connectTimeout: Duration, proxies: ProxyEnvironment = ProxyEnvironment()) {
         self.group = group
         self.connectTimeout = connectTimeout
+        self.proxies = proxies
     }
 
     /// POSTs `body` (already form-encoded) with `headers` to `url`; the answer's body may be at
     /// most `maximumBodyBytes`. Everything, connecting included, ends by `deadline`.
     func post(
-        url: String, headers: [(String, String)], body: String, caFile: String?, maximumBodyBytes: Int, deadline: NIODeadline
+        url: String, headers: [(String, String)], body: String, caFile: String?, proxy: ProxySetting = .environment,
+        maximumBodyBytes: Int, deadline: NIODeadline
     ) async throws(FormPostFailure) -> FormPostResponse {
         let target = try target(for: url)
-        let key = Key(tls: target.tls, host: target.host, port: target.port, caFile: caFile ?? "")
+        let route = proxies.route(scheme: target.tls ? "https" : "http", host: target.host, setting: proxy)
+        let key = Key(tls: target.tls, host: target.host, port: target.port, caFile: caFile ?? "", proxy: route)
         let channel = try await connection(for: key, target: target, deadline: deadline)
         var buffer = channel.allocator.buffer(capacity: body.utf8.count)
         buffer.writeString(body)
@@ -142,29 +150,73 @@ final class FormPostClient: Sendable {
                 + .nanoseconds(
                     Int64(connectTimeout.components.seconds) * 1_000_000_000 + connectTimeout.components.attoseconds / 1_000_000_000))
         let ready = loop.makePromise(of: Void.self)
+        // Through a proxy, the provider's handlers go in once the tunnel is open.
+        let tunnel = key.proxy.map { (proxy: $0, established: loop.makePromise(of: Void.self)) }
+        let providerHandlers: @Sendable (any Channel) throws -> Void = { channel in
+            let sync = channel.pipeline.syncOperations
+            if let sslContext {
+                try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: target.serverName))
+            }
+            try sync.addHTTPClientHandlers()
+            try sync.addHandler(FormPostConnectionHandler(tls: sslContext != nil, ready: ready, readyDeadline: connectBy))
+        }
         let bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(max(.milliseconds(1), connectBy - .now()))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    if let sslContext {
-                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: target.serverName))
+                    if let tunnel {
+                        let sync = channel.pipeline.syncOperations
+                        try sync.addHandler(HTTPRequestEncoder(), name: Self.proxyEncoder)
+                        try sync.addHandler(
+                            ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .fireError)), name: Self.proxyDecoder)
+                        try sync.addHandler(
+                            ProxyTunnelHandler(
+                                proxy: tunnel.proxy, target: target.authority, established: tunnel.established, deadline: connectBy),
+                            name: Self.proxyTunnel)
+                    } else {
+                        try providerHandlers(channel)
                     }
-                    try sync.addHTTPClientHandlers()
-                    try sync.addHandler(FormPostConnectionHandler(tls: sslContext != nil, ready: ready, readyDeadline: connectBy))
                 }
             }
         let channel: any Channel
         do {
-            channel = try await bootstrap.connect(host: target.host, port: target.port).get()
+            channel = try await bootstrap.connect(host: key.proxy?.host ?? target.host, port: key.proxy?.port ?? target.port).get()
         } catch {
             ready.fail(error)
+            tunnel?.established.fail(error)
+            if let proxy = key.proxy {
+                throw FormPostFailure(
+                    kind: .proxy, requestSent: false, detail: "cannot reach the proxy \(proxy): \(Self.describeCause(error))")
+            }
             throw FormPostFailure(kind: .connect, requestSent: false, detail: Self.describeConnectError(error))
+        }
+        if let tunnel {
+            do {
+                try await Self.value(of: tunnel.established.futureResult, closingOnFailure: channel, otherwise: .proxy, requestSent: false)
+            } catch {
+                ready.fail(error)  // never to be used; a promise must not be left pending
+                throw error
+            }
+            // The proxy's HTTP handlers go first (all of them: the TLS handler's first write must
+            // meet no HTTP encoder on its way out), then the provider's handlers come in.
+            let removals = [Self.proxyTunnel, Self.proxyDecoder, Self.proxyEncoder].map { channel.pipeline.removeHandler(name: $0) }
+            let swapped = EventLoopFuture.andAllSucceed(removals, on: channel.eventLoop).flatMapThrowing { try providerHandlers(channel) }
+            do {
+                try await swapped.get()
+            } catch {
+                ready.fail(error)
+                channel.close(promise: nil)
+                throw FormPostFailure(kind: .proxy, requestSent: false, detail: "the tunnel through \(key.proxy!) failed: \(error)")
+            }
         }
         try await Self.value(of: ready.futureResult, closingOnFailure: channel, otherwise: .tls, requestSent: false)
         return channel
     }
+
+    private static let proxyEncoder = "tokend.proxy.encoder"
+    private static let proxyDecoder = "tokend.proxy.decoder"
+    private static let proxyTunnel = "tokend.proxy.tunnel"
 
     /// The future's value. On failure the connection is closed, and an error that is not a
     /// ``FormPostFailure`` already becomes one of `kind`.
@@ -197,6 +249,11 @@ final class FormPostClient: Sendable {
 
     static func describeConnectError(_ error: any Error) -> String {
         if case ChannelError.connectTimeout = error { return "connecting to the token endpoint timed out" }
-        return "cannot reach the token endpoint: \(String(describing: error).prefix(200))"
+        return "cannot reach the token endpoint: \(describeCause(error))"
+    }
+
+    static func describeCause(_ error: any Error) -> String {
+        if case ChannelError.connectTimeout = error { return "connecting timed out" }
+        return String(String(describing: error).prefix(200))
     }
 }

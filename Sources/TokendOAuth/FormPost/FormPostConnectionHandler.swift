@@ -17,7 +17,7 @@ struct FormPostExchange: Sendable {
 /// is written (a ``FormPostExchange``), collects the answer, and says whether the connection
 /// can carry another. Sits after NIO's HTTP client codec (and TLS); everything runs on the
 /// connection's loop.
-final class FormPostConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class FormPostConnectionHandler: ChannelDuplexHandler, StartsWhenActive, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundIn = FormPostExchange
     typealias OutboundOut = HTTPClientRequestPart
@@ -52,16 +52,7 @@ final class FormPostConnectionHandler: ChannelDuplexHandler, RemovableChannelHan
         self.readyDeadline = readyDeadline
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { channelBecameActive(context: context) }
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        channelBecameActive(context: context)
-        context.fireChannelActive()
-    }
-
-    private func channelBecameActive(context: ChannelHandlerContext) {
+    func channelBecameActive(context: ChannelHandlerContext) {
         guard state == .connecting else { return }
         if !tls {
             becomeReady()

@@ -13,6 +13,8 @@ struct FormPostTarget: Sendable, Hashable {
     var hostHeader: String
     /// The TLS server name: the host, unless it is an IP address (SNI carries names only).
     var serverName: String?
+    /// `host:port` (IPv6 in brackets): the target of a proxy's `CONNECT`.
+    var authority: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
 
     init?(_ url: String) {
         guard let parsed = ParsedURL(url), parsed.scheme == "https" || parsed.scheme == "http" else { return nil }
@@ -60,6 +62,8 @@ struct FormPostFailure: Error, Sendable, CustomStringConvertible {
         case connect
         /// The TLS handshake failed (untrusted certificate, wrong name, …).
         case tls
+        /// The proxy refused or failed to open a tunnel (no credentials, 403, 407, 502, …).
+        case proxy
         /// The deadline passed before the whole answer arrived.
         case timeout
         /// The server closed the connection before the whole answer arrived.

@@ -115,7 +115,7 @@ public actor HATTokenVerifier {
             lastFetch = ContinuousClock.now
             keyFetches += 1
             let url = settings.publicKeyURL
-            let client = pool.client(caFile: settings.caFile)
+            let client = pool.client(for: url, caFile: settings.caFile, proxy: settings.proxy)
             let timeout = pool.timeouts.request
             task = Task { await Self.download(url: url, client: client, timeout: timeout) }
             fetching = task

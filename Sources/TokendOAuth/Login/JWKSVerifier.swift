@@ -13,6 +13,7 @@ import TokendJSON
 public actor JWKSVerifier {
     public let jwksURI: String
     let caFile: String?
+    let proxy: ProxySetting
     let pool: HTTPClientPool
     let minimumRefetchInterval: Duration
     private var keys: JWTKeyCollection?
@@ -23,9 +24,13 @@ public actor JWKSVerifier {
     /// How often the key set was fetched (for tests and logs).
     public private(set) var fetchCount = 0
 
-    public init(jwksURI: String, caFile: String?, pool: HTTPClientPool, minimumRefetchInterval: Duration = .seconds(60)) {
+    public init(
+        jwksURI: String, caFile: String?, proxy: ProxySetting = .environment, pool: HTTPClientPool,
+        minimumRefetchInterval: Duration = .seconds(60)
+    ) {
         self.jwksURI = jwksURI
         self.caFile = caFile
+        self.proxy = proxy
         self.pool = pool
         self.minimumRefetchInterval = minimumRefetchInterval
     }
@@ -79,7 +84,7 @@ public actor JWKSVerifier {
         }
         let body: [UInt8]
         do {
-            let response = try await pool.client(caFile: caFile).execute(
+            let response = try await pool.client(for: jwksURI, caFile: caFile, proxy: proxy).execute(
                 HTTPClientRequest(url: jwksURI), timeout: .milliseconds(pool.timeouts.request.milliseconds))
             guard response.status == .ok else { throw LoginError("the issuer's key set (\(jwksURI)) answered \(response.status.code)") }
             body = Array(buffer: try await response.body.collect(upTo: 1 << 20))

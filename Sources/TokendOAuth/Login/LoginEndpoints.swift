@@ -17,7 +17,7 @@ public struct LoginEndpoints: Sendable, Hashable {
         var metadata: ProviderMetadata?
         if let issuer = settings.issuer {
             do {
-                metadata = try await discovery.discover(issuer: issuer, caFile: settings.caFile)
+                metadata = try await discovery.discover(issuer: issuer, caFile: settings.caFile, proxy: settings.proxy)
             } catch {
                 throw LoginError("OpenID Connect discovery for \(issuer) failed: \(error.description)")
             }

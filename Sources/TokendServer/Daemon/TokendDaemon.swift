@@ -91,7 +91,13 @@ public final class TokendDaemon: Service {
         let view = CredentialView()
         let limits = configuration.refreshLimits
         // Its own event loop for provider I/O (see HTTPClientPool), not the daemon's `group`.
-        let httpPool = HTTPClientPool(timeouts: .init(connect: limits.httpConnectTimeout, request: limits.httpTimeout))
+        // https_proxy and no_proxy from the unit's Environment=, for providers without a `proxy` key.
+        let proxies = try ProxyEnvironment(environment: environment)
+        if let proxy = proxies.httpsProxy {
+            logger.info(
+                "providers are reached through the environment's proxy", metadata: ["proxy": "\(proxy)", "no_proxy": "\(proxies.noProxy)"])
+        }
+        let httpPool = HTTPClientPool(timeouts: .init(connect: limits.httpConnectTimeout, request: limits.httpTimeout), proxies: proxies)
         let registry = CredentialRegistry(
             store: store, view: view, settings: settings, keys: KeyManagement(resumption.keyring),
             limits: limits, httpPool: httpPool, logger: logger, now: WallClock.now
@@ -324,14 +330,5 @@ public final class TokendDaemon: Service {
     private func makeDirectory(parentOf path: String, mode: mode_t) throws {
         guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
         try makeDirectory(String(path[..<slash]), mode: mode)
-    }
-}
-
-/// The system's wall clock, as a `Timestamp`.
-enum WallClock {
-    @Sendable static func now() -> Timestamp {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        return Timestamp(millisecondsSince1970: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
     }
 }

@@ -238,7 +238,7 @@ struct LoginService: Sendable {
             }
             return
         }
-        let verifier = await sessions.verifier(jwksURI: jwksURI, caFile: settings.caFile, pool: registry.httpPool)
+        let verifier = await sessions.verifier(jwksURI: jwksURI, caFile: settings.caFile, proxy: settings.proxy, pool: registry.httpPool)
         if let idToken = response.idToken {
             let expectations = JWTExpectations(
                 issuer: issuer, audience: settings.clientID, authorizedParty: settings.clientID, nonce: nonce, what: "ID token")

@@ -72,9 +72,9 @@ actor LoginSessions {
     }
 
     /// The shared verifier for an issuer's key set.
-    func verifier(jwksURI: String, caFile: String?, pool: HTTPClientPool) -> JWKSVerifier {
+    func verifier(jwksURI: String, caFile: String?, proxy: ProxySetting, pool: HTTPClientPool) -> JWKSVerifier {
         if let existing = verifiers[jwksURI] { return existing }
-        let verifier = JWKSVerifier(jwksURI: jwksURI, caFile: caFile, pool: pool)
+        let verifier = JWKSVerifier(jwksURI: jwksURI, caFile: caFile, proxy: proxy, pool: pool)
         verifiers[jwksURI] = verifier
         return verifier
     }

@@ -29,7 +29,7 @@ struct HATRefresher: ProviderRefresher {
         pool.pacer?.requestStarted(pacing: stormPacing)
         defer { pool.pacer?.requestFinished(pacing: stormPacing) }
         do {
-            let response = try await pool.client(caFile: settings.caFile).execute(
+            let response = try await pool.client(for: settings.renewalURL, caFile: settings.caFile, proxy: settings.proxy).execute(
                 request, timeout: .milliseconds(pool.timeouts.request.milliseconds))
             status = Int(response.status.code)
             retryAfter = response.headers.first(name: "Retry-After")

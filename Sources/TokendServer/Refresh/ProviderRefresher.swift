@@ -38,7 +38,9 @@ final class OAuth2Refresher: ProviderRefresher {
         if let metadata = discovered.withLock({ $0 }) {
             return (metadata.tokenEndpoint, settings.revocationEndpoint ?? metadata.revocationEndpoint)
         }
-        guard let issuer = settings.issuer, let metadata = try? await discovery.discover(issuer: issuer, caFile: settings.caFile) else {
+        guard let issuer = settings.issuer,
+            let metadata = try? await discovery.discover(issuer: issuer, caFile: settings.caFile, proxy: settings.proxy)
+        else {
             return nil
         }
         discovered.withLock { $0 = metadata }

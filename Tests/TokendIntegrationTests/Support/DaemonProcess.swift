@@ -108,10 +108,12 @@ final class DaemonProcess: @unchecked Sendable {
         return (directory, daemon)
     }
 
-    /// Starts the daemon and waits until its socket accepts connections.
-    func start(timeout: Duration = .seconds(20)) async throws {
+    /// Starts the daemon and waits until its socket accepts connections. `environment` is
+    /// added to the test's own (e.g. `https_proxy`).
+    func start(timeout: Duration = .seconds(20), environment: [String: String] = [:]) async throws {
         process.executableURL = URL(fileURLWithPath: Repository.binary("tokend"))
         process.arguments = ["--config", directory.file("tokend.toml")]
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let log = FileHandle(forWritingAtPath: logPath)!
         log.seekToEndOfFile()
         process.standardOutput = log

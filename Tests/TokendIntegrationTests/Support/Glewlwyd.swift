@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import TokendTestSupport
 
 /// A second real authorization server: Debian's glewlwyd (OAuth 2.0 / OpenID Connect plugin),
@@ -24,9 +25,28 @@ final class Glewlwyd: @unchecked Sendable {
     static let clientID = "tokend-secret"
     static let clientSecret = "tokend-secret-secret"
 
-    init(directory: ScratchDirectory) {
-        stateDirectory = directory.file("glewlwyd")
+    /// The registered clients tokend can be configured as (keys of the script's `clients`).
+    enum Client: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case secret
+        case privateKeyJWTEC = "pkjwt_ec"
+        case privateKeyJWTRSA = "pkjwt_rsa"
+
+        var testDescription: String { rawValue }
     }
+
+    /// The client the test's grants and tokend's provider use.
+    let client: Client
+
+    init(directory: ScratchDirectory, client: Client = .secret) {
+        stateDirectory = directory.file("glewlwyd")
+        self.client = client
+    }
+
+    private var clientInfo: [String: Any] { (info["clients"] as? [String: Any])?[client.rawValue] as? [String: Any] ?? [:] }
+    var clientID: String { clientInfo["client_id"] as? String ?? "" }
+    /// The private key of a `private_key_jwt` client (PEM), and its registered `kid`.
+    var clientKeyFile: String { clientInfo["key_file"] as? String ?? "" }
+    var clientKeyID: String { clientInfo["kid"] as? String ?? "" }
 
     /// Starts the server; `arguments` are more `serve` options (e.g. `--refresh-token-one-use never`).
     func start(_ arguments: [String] = [], timeout: Duration = .seconds(60)) async throws {
@@ -61,11 +81,11 @@ final class Glewlwyd: @unchecked Sendable {
         info = object
     }
 
-    /// A token response for `alice` from the resource-owner password grant of the client
-    /// `tokend-secret` (what a test seeds tokend with).
+    /// A token response for `alice` from the resource-owner password grant of ``client``
+    /// (what a test seeds tokend with).
     func passwordGrant(scope: String = "openid read offline_access") async throws -> [String: Any] {
         let result = try await runCommand(
-            "/usr/bin/python3", [Self.script, "token", "--state-dir", stateDirectory, "--client", "secret", "--scope", scope])
+            "/usr/bin/python3", [Self.script, "token", "--state-dir", stateDirectory, "--client", client.rawValue, "--scope", scope])
         guard result.status == 0 else { throw TestFailure("password grant failed: \(result.stderr)") }
         return try RawClient.object(result.stdout)
     }
@@ -73,7 +93,8 @@ final class Glewlwyd: @unchecked Sendable {
     /// Approves a device login as alice would in her browser.
     func approveDevice(userCode: String) async throws {
         let result = try await runCommand(
-            "/usr/bin/python3", [Self.script, "approve-device", "--state-dir", stateDirectory, "--user-code", userCode])
+            "/usr/bin/python3",
+            [Self.script, "approve-device", "--state-dir", stateDirectory, "--client", client.rawValue, "--user-code", userCode])
         guard result.status == 0 else { throw TestFailure("device approval failed: \(result.stderr)") }
     }
 

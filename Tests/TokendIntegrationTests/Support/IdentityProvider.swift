@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import TokendTestSupport
 
 /// The real OAuth 2.0 authorization server used by the tests: django-oauth-toolkit, run by
@@ -134,6 +135,19 @@ final class IdentityProvider: @unchecked Sendable {
     }
 
     /// The provider section of a tokend configuration pointing at this server.
+    /// The IdP over TLS, with a test CA made in `directory/pki` (`pki/ca.pem`; the server's
+    /// certificate names `localhost` and 127.0.0.1), its client secret in `idp-secret`.
+    static func startWithTLS(in directory: ScratchDirectory) async throws -> IdentityProvider {
+        try requireVenv()
+        let pki = directory.file("pki")
+        let made = try await runCommand(python, [script, "make-ca", "--out", pki])
+        try #require(made.status == 0, "\(made.stderr)")
+        let idp = try IdentityProvider(directory: directory, options: .init(tls: (pki + "/server.pem", pki + "/server.key")))
+        try await idp.start()
+        try directory.write("idp-secret", clientSecret + "\n", mode: 0o600)
+        return idp
+    }
+
     func providerConfiguration(name: String = "idp", extra: String = "", endpoint: String? = nil) -> String {
         """
         [providers.\(name)]
