@@ -231,6 +231,49 @@ extension TokendClient {
         }
     }
 
+    /// A DPoP proof (RFC 9449) for one HTTP request with `userIdentifier`'s DPoP-bound token,
+    /// signed inside tokend with the credential's key, which never leaves it. Send the request
+    /// with ``DPoPProof/headers``; ask again for the next request (each proof is for one).
+    ///
+    /// - Parameters:
+    ///   - httpMethod: the request's method, e.g. `GET`.
+    ///   - httpURI: its absolute URI; the proof leaves out the query and fragment.
+    ///   - nonce: the resource server's `DPoP-Nonce`, when its 401 demanded one.
+    ///   - minValidity: as for ``credentials(for:minValidity:rejectedToken:)``.
+    /// - Throws: ``TokendClientError``: `invalidCredential` for a credential whose tokens are not
+    ///   DPoP-bound, `invalidParameter` for a method, URI or nonce tokend refuses, and what
+    ///   ``credentials(for:minValidity:rejectedToken:)`` throws.
+    public func dpopProof(
+        for userIdentifier: String, httpMethod: String, httpURI: String, nonce: String? = nil, minValidity: Duration = .zero
+    ) async throws(TokendClientError) -> DPoPProof {
+        let call = try Self.dpopCall(userIdentifier, httpMethod: httpMethod, httpURI: httpURI, nonce: nonce, minValidity: minValidity)
+        return try Self.dpopProof(in: try await singleReply(call), of: call, for: userIdentifier)
+    }
+
+    /// A checked ProvideDPoPProof call.
+    static func dpopCall(
+        _ userIdentifier: String, httpMethod: String, httpURI: String, nonce: String?, minValidity: Duration
+    ) throws(TokendClientError) -> VarlinkCall {
+        try checkIdentifier(userIdentifier, name: "userIdentifier", method: TokenProviderMethod.provideDPoPProof.rawValue)
+        return DPoPProof.call(
+            userIdentifier: userIdentifier, httpMethod: httpMethod, httpURI: httpURI, nonce: nonce,
+            minValidSeconds: wholeSecondsRoundingUp(minValidity))
+    }
+
+    /// The ``DPoPProof`` of a reply to `call`, which must be for `userIdentifier`.
+    static func dpopProof(in reply: VarlinkReply, of call: VarlinkCall, for userIdentifier: String) throws(TokendClientError)
+        -> DPoPProof
+    {
+        let credentials = try credentials(in: reply, of: call, for: userIdentifier)
+        let proof: String
+        do {
+            proof = try ParameterReader(reply.parameters).string("proof")
+        } catch {
+            throw invalidReply(call, error)
+        }
+        return DPoPProof(credentials: credentials, proof: proof)
+    }
+
     /// A ProvideTokenReplacement call.
     static func tokenCall(_ userIdentifier: String, minValiditySeconds seconds: Int64, rejectedToken: String?) -> VarlinkCall {
         var parameters: JSONObject = ["userIdentifier": .string(userIdentifier)]

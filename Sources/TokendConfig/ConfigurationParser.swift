@@ -178,13 +178,16 @@ public struct ConfigurationParser {
         }
         settings.redirectPort = try table.integer("redirect_port", in: 1...65535)
         settings.verifyAccessToken = try table.boolean("verify_access_token") ?? false
+        settings.dpop = try table.boolean("dpop") ?? false
         settings.audience = try table.string("audience")
         if let caFile = try table.string("ca_file") { settings.caFile = resolve(caFile) }
         settings.proxy = try parseProxy(&table)
         if let auth = try table.string("client_auth") {
             guard let method = ClientAuthentication(rawValue: auth) else {
                 throw table.error(
-                    "client_auth", "\"\(auth)\" is not one of none, client_secret_basic, client_secret_post, private_key_jwt")
+                    "client_auth",
+                    "\"\(auth)\" is not one of none, client_secret_basic, client_secret_post, private_key_jwt, tls_client_auth, "
+                        + "self_signed_tls_client_auth")
             }
             settings.clientAuthentication = method
         }
@@ -201,6 +204,7 @@ public struct ConfigurationParser {
             }
         }
         settings.clientAssertionKey = try parseClientAssertionKey(&table, issuer: settings.issuer)
+        settings.tlsClientIdentity = try parseTLSClientIdentity(&table)
         if settings.clientAssertionKey != nil, settings.clientAuthentication != .privateKeyJWT {
             throw table.error("client_auth", "must be \"private_key_jwt\" when a client assertion key is set")
         }
@@ -210,6 +214,11 @@ public struct ConfigurationParser {
         case .clientSecretBasic, .clientSecretPost:
             if settings.clientSecret == nil {
                 throw table.error("client_secret_file", "is required with client_auth = \"\(settings.clientAuthentication.rawValue)\"")
+            }
+        case .tlsClientAuth, .selfSignedTLSClientAuth:
+            if settings.tlsClientIdentity == nil {
+                throw table.error(
+                    "tls_client_certificate_file", "is required with client_auth = \"\(settings.clientAuthentication.rawValue)\"")
             }
         case .privateKeyJWT:
             if settings.clientAssertionKey == nil {
@@ -255,36 +264,60 @@ public struct ConfigurationParser {
         return .server(server)
     }
 
-    /// The `private_key_jwt` key: `client_assertion_key_file` (a path) or
-    /// `client_assertion_key_credential` (a systemd credential's name, read from
-    /// `$CREDENTIALS_DIRECTORY`), with `client_assertion_kid` and `client_assertion_audience`.
-    /// Whether the PEM holds a usable key is checked by the daemon when it loads the
-    /// configuration (TokendOAuth's `ClientAssertionSigner`), where the crypto library is.
-    func parseClientAssertionKey(_ table: inout ConfigTableReader, issuer: String?) throws(ConfigurationError) -> ClientAssertionKey? {
-        let file = try table.string("client_assertion_key_file")
-        let credential = try table.string("client_assertion_key_credential")
-        let keyID = try table.string("client_assertion_kid")
-        let audienceText = try table.string("client_assertion_audience")
+    /// `tls_client_certificate_file` with `tls_client_key_file` or `tls_client_key_credential`:
+    /// the mutual-TLS identity, read now (a reload picks up renewed files). Whether they parse
+    /// and belong together is checked by the daemon (TokendOAuth's `TLSClientIdentityCheck`).
+    func parseTLSClientIdentity(_ table: inout ConfigTableReader) throws(ConfigurationError) -> TLSClientIdentity? {
+        let certificateFile = try table.string("tls_client_certificate_file")
+        let keyFile = try table.string("tls_client_key_file")
+        let keyCredential = try table.string("tls_client_key_credential")
+        guard let certificateFile else {
+            if keyFile != nil || keyCredential != nil {
+                throw table.error("tls_client_certificate_file", "is required with tls_client_key_file or tls_client_key_credential")
+            }
+            return nil
+        }
+        let certificatePath = resolve(certificateFile)
+        let certificate: String
+        do {
+            certificate = try readSecretFile(certificatePath)
+        } catch {
+            throw table.error("tls_client_certificate_file", "cannot read \(certificatePath): \(error)")
+        }
+        guard certificate.contains("-----BEGIN CERTIFICATE-----") else {
+            throw table.error("tls_client_certificate_file", "\(certificatePath) is not a PEM certificate")
+        }
+        let (key, keyPath) = try readPrivateKey(
+            table, fileKey: "tls_client_key_file", file: keyFile, credentialKey: "tls_client_key_credential", credential: keyCredential,
+            requiredWith: "tls_client_certificate_file")
+        var identity = TLSClientIdentity(
+            certificatePEM: certificate, keyPEM: SecretString(key.pem), certificateSource: certificatePath, keySource: keyPath)
+        identity.keyConfigurationKey = key.configurationKey
+        return identity
+    }
+
+    /// A private key named by a `*_file` or a `*_credential` key (exactly one of them), read as
+    /// PEM text. - Returns: the text with the key that named it, and the path it was read from.
+    func readPrivateKey(
+        _ table: ConfigTableReader, fileKey: String, file: String?, credentialKey: String, credential: String?, requiredWith: String
+    ) throws(ConfigurationError) -> (key: (pem: String, configurationKey: String), path: String) {
         let key: String
         let path: String
         switch (file, credential) {
         case (nil, nil):
-            if keyID != nil || audienceText != nil {
-                throw table.error("client_assertion_key_file", "is required with client_assertion_kid or client_assertion_audience")
-            }
-            return nil
+            throw table.error(fileKey, "is required with \(requiredWith) (or \(credentialKey))")
         case (let file?, nil):
-            key = "client_assertion_key_file"
+            key = fileKey
             path = resolve(file)
         case (nil, let name?):
-            key = "client_assertion_key_credential"
+            key = credentialKey
             guard !name.isEmpty, !name.contains("/") else { throw table.error(key, "is not a credential name") }
             guard let directory = credentialsDirectory else {
                 throw table.error(key, "needs $CREDENTIALS_DIRECTORY (LoadCredential= or SetCredential= in the unit)")
             }
             path = directory + "/" + name
         case (_?, _?):
-            throw table.error("client_assertion_key_credential", "cannot be used with client_assertion_key_file")
+            throw table.error(credentialKey, "cannot be used with \(fileKey)")
         }
         let pem: String
         do {
@@ -295,20 +328,43 @@ public struct ConfigurationParser {
         guard pem.contains("-----BEGIN"), pem.contains("PRIVATE KEY-----") else {
             throw table.error(key, "\(path) is not a PEM private key")
         }
+        return ((pem, key), path)
+    }
+
+    /// The `private_key_jwt` key: `client_assertion_key_file` (a path) or
+    /// `client_assertion_key_credential` (a systemd credential's name, read from
+    /// `$CREDENTIALS_DIRECTORY`), with `client_assertion_kid` and `client_assertion_audience`.
+    /// Whether the PEM holds a usable key is checked by the daemon when it loads the
+    /// configuration (TokendOAuth's `ClientAssertionSigner`), where the crypto library is.
+    func parseClientAssertionKey(_ table: inout ConfigTableReader, issuer: String?) throws(ConfigurationError) -> ClientAssertionKey? {
+        let file = try table.string("client_assertion_key_file")
+        let credential = try table.string("client_assertion_key_credential")
+        let keyID = try table.string("client_assertion_kid")
+        let audienceText = try table.string("client_assertion_audience")
+        guard file != nil || credential != nil else {
+            if keyID != nil || audienceText != nil {
+                throw table.error("client_assertion_key_file", "is required with client_assertion_kid or client_assertion_audience")
+            }
+            return nil
+        }
+        let (key, path) = try readPrivateKey(
+            table, fileKey: "client_assertion_key_file", file: file, credentialKey: "client_assertion_key_credential",
+            credential: credential, requiredWith: "client_auth = \"private_key_jwt\"")
         let audience: ClientAssertionAudience
         switch audienceText {
-        case nil, "token_endpoint": audience = .tokenEndpoint
+        case nil, "endpoint": audience = .endpoint
+        case "token_endpoint": audience = .tokenEndpoint
         case "issuer":
             guard issuer != nil else { throw table.error("client_assertion_audience", "\"issuer\" needs issuer to be set") }
             audience = .issuer
         case let url?:
             guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
-                throw table.error("client_assertion_audience", "\"\(url)\" is not token_endpoint, issuer or a URL")
+                throw table.error("client_assertion_audience", "\"\(url)\" is not endpoint, token_endpoint, issuer or a URL")
             }
             audience = .url(url)
         }
-        var assertionKey = ClientAssertionKey(pem: SecretString(pem), source: path, keyID: keyID, audience: audience)
-        assertionKey.configurationKey = key
+        var assertionKey = ClientAssertionKey(pem: SecretString(key.pem), source: path, keyID: keyID, audience: audience)
+        assertionKey.configurationKey = key.configurationKey
         return assertionKey
     }
 

@@ -120,11 +120,41 @@ public enum ClientAuthentication: String, Sendable, Hashable, CaseIterable {
     case clientSecretPost = "client_secret_post"
     /// A JWT signed with the client's private key (RFC 7523 §2.2): no secret is sent.
     case privateKeyJWT = "private_key_jwt"
+    /// The TLS client certificate, issued by a CA the provider trusts (RFC 8705 §2.1).
+    case tlsClientAuth = "tls_client_auth"
+    /// The TLS client certificate, self-signed and registered with the provider (RFC 8705 §2.2).
+    case selfSignedTLSClientAuth = "self_signed_tls_client_auth"
+
+    /// Whether the client authenticates with its TLS certificate (RFC 8705).
+    public var usesTLSCertificate: Bool { self == .tlsClientAuth || self == .selfSignedTLSClientAuth }
+}
+
+/// A TLS client certificate and its key, presented to a provider's servers (mutual TLS).
+public struct TLSClientIdentity: Sendable, Hashable {
+    /// The certificate chain, PEM, the client's certificate first.
+    public var certificatePEM: String
+    /// The private key, PEM; never logged.
+    public var keyPEM: SecretString
+    /// Where they were read from, for messages.
+    public var certificateSource: String
+    public var keySource: String
+    /// The key that named the private key: `tls_client_key_file` or `tls_client_key_credential`.
+    public var keyConfigurationKey = "tls_client_key_file"
+
+    public init(certificatePEM: String, keyPEM: SecretString, certificateSource: String, keySource: String) {
+        self.certificatePEM = certificatePEM
+        self.keyPEM = keyPEM
+        self.certificateSource = certificateSource
+        self.keySource = keySource
+    }
 }
 
 /// The `aud` of a `private_key_jwt` client assertion.
 public enum ClientAssertionAudience: Sendable, Hashable {
-    /// The token endpoint's URL (RFC 7523 §3; what most servers check).
+    /// The URL the request goes to: the token endpoint for grants, the revocation or device
+    /// authorization endpoint for those requests (what glewlwyd checks).
+    case endpoint
+    /// The token endpoint's URL for every request (RFC 7523 §3).
     case tokenEndpoint
     /// The OpenID Connect issuer.
     case issuer
@@ -145,7 +175,7 @@ public struct ClientAssertionKey: Sendable, Hashable {
     public var keyID: String?
     public var audience: ClientAssertionAudience
 
-    public init(pem: SecretString, source: String, keyID: String? = nil, audience: ClientAssertionAudience = .tokenEndpoint) {
+    public init(pem: SecretString, source: String, keyID: String? = nil, audience: ClientAssertionAudience = .endpoint) {
         self.pem = pem
         self.source = source
         self.keyID = keyID
@@ -179,10 +209,16 @@ public struct OAuth2Settings: Sendable, Hashable {
     public var redirectPort: Int?
     /// Whether access tokens must be JWTs signed by the issuer (checked against its JWKS) at login.
     public var verifyAccessToken: Bool = false
+    /// Whether new credentials of this provider get a DPoP key (RFC 9449), to which the
+    /// provider binds their tokens: logins and refreshes carry proofs of it.
+    public var dpop: Bool = false
     /// The `aud` that JWT access tokens must carry, when `verifyAccessToken` is on.
     public var audience: String?
     /// The signing key of `client_auth = "private_key_jwt"`.
     public var clientAssertionKey: ClientAssertionKey?
+    /// The TLS client certificate presented to the provider's servers (mutual TLS), required by
+    /// `tls_client_auth` and `self_signed_tls_client_auth`.
+    public var tlsClientIdentity: TLSClientIdentity?
 
     public init(
         tokenEndpoint: String? = nil, issuer: String? = nil, revocationEndpoint: String? = nil, clientID: String,
@@ -197,5 +233,13 @@ public struct OAuth2Settings: Sendable, Hashable {
         self.clientAuthentication = clientAuthentication
         self.scope = scope
         self.caFile = caFile
+    }
+}
+
+extension ProviderConfiguration {
+    /// Whether new credentials of this provider get a DPoP key (`dpop = true`).
+    public var usesDPoP: Bool {
+        if case .oauth2(let settings) = kind { return settings.dpop }
+        return false
     }
 }

@@ -92,28 +92,41 @@ public struct ClientAssertionSigner: Sendable {
 }
 
 extension OAuth2Settings {
-    /// The `aud` of this client's assertions when it talks to `tokenEndpoint`.
-    func clientAssertionAudience(tokenEndpoint: String) -> String {
-        switch clientAssertionKey?.audience ?? .tokenEndpoint {
-        case .tokenEndpoint: return tokenEndpoint
-        case .issuer: return issuer ?? tokenEndpoint
+    /// The `aud` of this client's assertion on a request to `endpoint`.
+    func clientAssertionAudience(endpoint: String) -> String {
+        switch clientAssertionKey?.audience ?? .endpoint {
+        case .endpoint: return endpoint
+        case .tokenEndpoint: return tokenEndpoint ?? endpoint
+        case .issuer: return issuer ?? tokenEndpoint ?? endpoint
         case .url(let url): return url
         }
     }
 }
 
-/// What the configuration parser cannot check without the crypto library: that every
-/// `private_key_jwt` key is one tokend can sign with. Run wherever a configuration is loaded
-/// (start, reload, `--check-config`), so a bad key is a configuration error naming its key.
+/// What the configuration parser cannot check without the crypto libraries: that every
+/// `private_key_jwt` key is one tokend can sign with, and every TLS client certificate one it
+/// can present with its key. Run wherever a configuration is loaded (start, reload,
+/// `--check-config`), so a bad key is a configuration error naming its key.
 public enum ClientKeyCheck {
     public static func check(_ configuration: DaemonConfiguration) throws(ConfigurationError) {
         for (name, provider) in configuration.providers.sorted(by: { $0.key < $1.key }) {
-            guard case .oauth2(let settings) = provider.kind, let key = settings.clientAssertionKey else { continue }
-            do {
-                _ = try ClientAssertionSigner(key)
-            } catch {
-                throw ConfigurationError(
-                    file: configuration.sourceFile ?? "", key: "providers.\(name).\(key.configurationKey)", problem: error.description)
+            guard case .oauth2(let settings) = provider.kind else { continue }
+            if let key = settings.clientAssertionKey {
+                do {
+                    _ = try ClientAssertionSigner(key)
+                } catch {
+                    throw ConfigurationError(
+                        file: configuration.sourceFile ?? "", key: "providers.\(name).\(key.configurationKey)", problem: error.description)
+                }
+            }
+            if let identity = settings.tlsClientIdentity {
+                do {
+                    try identity.check()
+                } catch {
+                    throw ConfigurationError(
+                        file: configuration.sourceFile ?? "", key: "providers.\(name).\(identity.keyConfigurationKey)",
+                        problem: error.description)
+                }
             }
         }
     }

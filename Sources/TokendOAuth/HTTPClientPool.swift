@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import Synchronization
+import TokendConfig
 import TokendCore
 
 /// One shared `HTTPClient` for every provider that trusts the system's CAs, and one per extra
@@ -34,11 +35,14 @@ public final class HTTPClientPool: Sendable {
     private let clients = Mutex<[ClientKey: HTTPClient]>([:])
     /// The proxy variables of the daemon's environment, for providers that follow them.
     public let proxies: ProxyEnvironment
+    /// The latest DPoP nonce of each server that hands them out, shared by every request to it.
+    let dpopNonces = DPoPNonces()
 
     /// What sets one `HTTPClient` apart from another: the trust and the proxy.
     private struct ClientKey: Hashable {
         var caFile: String
         var proxy: ProxyServer?
+        var identity: TLSClientIdentity?
     }
 
     /// - Parameter group: The loops to run the clients on; nil (the default) makes one loop
@@ -59,13 +63,16 @@ public final class HTTPClientPool: Sendable {
 
     /// The client for a request to `url` from a provider with an optional extra CA file and its
     /// proxy setting (the route depends on the URL: `no_proxy`, cleartext loopback).
-    public func client(for url: String, caFile: String?, proxy: ProxySetting) -> HTTPClient {
+    /// `identity`: the TLS client certificate to present (mutual TLS), if the provider has one.
+    public func client(for url: String, caFile: String?, proxy: ProxySetting, identity: TLSClientIdentity? = nil) -> HTTPClient {
         let route = FormPostTarget(url).flatMap { proxies.route(scheme: $0.tls ? "https" : "http", host: $0.host, setting: proxy) }
         return clients.withLock { clients in
-            let key = ClientKey(caFile: caFile ?? "", proxy: route)
+            let key = ClientKey(caFile: caFile ?? "", proxy: route, identity: identity)
             if let client = clients[key] { return client }
             var tls = TLSConfiguration.makeClientConfiguration()
             if let caFile { tls.additionalTrustRoots = [.file(caFile)] }
+            // Checked when the configuration was loaded; a file that broke since fails the request.
+            try? identity?.apply(to: &tls)
             var configuration = HTTPClient.Configuration(
                 tlsConfiguration: tls,
                 // Never follow redirects: a 307/308 would resend the refresh token to wherever

@@ -11,6 +11,22 @@ public struct ProviderMetadata: Sendable, Hashable {
     public var deviceAuthorizationEndpoint: String?
     public var authorizationEndpoint: String?
     public var jwksURI: String?
+    /// RFC 8705 §5: the endpoints a client using mutual TLS must use instead, by metadata name
+    /// (`token_endpoint`, `revocation_endpoint`, `device_authorization_endpoint`, …).
+    public var mtlsEndpointAliases: [String: String] = [:]
+
+    /// The token endpoint for a client that uses mutual TLS or not.
+    public func tokenEndpoint(mutualTLS: Bool) -> String {
+        mutualTLS ? mtlsEndpointAliases["token_endpoint"] ?? tokenEndpoint : tokenEndpoint
+    }
+
+    public func revocationEndpoint(mutualTLS: Bool) -> String? {
+        mutualTLS ? mtlsEndpointAliases["revocation_endpoint"] ?? revocationEndpoint : revocationEndpoint
+    }
+
+    public func deviceAuthorizationEndpoint(mutualTLS: Bool) -> String? {
+        mutualTLS ? mtlsEndpointAliases["device_authorization_endpoint"] ?? deviceAuthorizationEndpoint : deviceAuthorizationEndpoint
+    }
 }
 
 public struct DiscoveryError: Error, Sendable, CustomStringConvertible {
@@ -60,13 +76,18 @@ public struct OIDCDiscovery: Sendable {
         guard let token = object["token_endpoint"]?.stringValue else {
             throw DiscoveryError(description: "the discovery document has no token_endpoint")
         }
+        var aliases: [String: String] = [:]
+        if case .object(let members)? = object["mtls_endpoint_aliases"] {
+            for (name, value) in members.members { if let url = value.stringValue { aliases[name] = url } }
+        }
         return ProviderMetadata(
             issuer: issuer,
             tokenEndpoint: token,
             revocationEndpoint: object["revocation_endpoint"]?.stringValue,
             deviceAuthorizationEndpoint: object["device_authorization_endpoint"]?.stringValue,
             authorizationEndpoint: object["authorization_endpoint"]?.stringValue,
-            jwksURI: object["jwks_uri"]?.stringValue
+            jwksURI: object["jwks_uri"]?.stringValue,
+            mtlsEndpointAliases: aliases
         )
     }
 }

@@ -19,12 +19,16 @@ public struct TokenEndpointClient: Sendable {
     /// failures, timeouts and odd responses come back as `.transient` — or `.unanswered` when
     /// the request went out and no answer came back — so the caller has one thing to handle.
     ///
-    /// - Parameter stormPacing: Nonzero for a grant of a refresh storm, which nobody waits for:
-    ///   the interval at which the pool's ``StormPacer`` lets its loop handle I/O meanwhile.
+    /// - Parameters:
+    ///   - stormPacing: Nonzero for a grant of a refresh storm, which nobody waits for: the
+    ///     interval at which the pool's ``StormPacer`` lets its loop handle I/O meanwhile.
+    ///   - dpopKey: The credential's DPoP key: the grant carries a proof of it (RFC 9449 §5),
+    ///     with the server's nonce when it demands one.
     public func refresh(
         endpoint: String,
         settings: OAuth2Settings,
         refreshToken: SecretString,
+        dpopKey: DPoPKey? = nil,
         stormPacing: Duration = .zero,
         now: @Sendable () -> Timestamp
     ) async -> GrantOutcome {
@@ -38,7 +42,7 @@ public struct TokenEndpointClient: Sendable {
         if let scope = settings.scope { fields.append(("scope", scope)) }
         var headers = [("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded"), ("User-Agent", "tokend")]
         do {
-            if let authorization = try Self.authenticate(fields: &fields, settings: settings, tokenEndpoint: endpoint, now: now()) {
+            if let authorization = try Self.authenticate(fields: &fields, settings: settings, endpoint: endpoint, now: now()) {
                 headers.append(("Authorization", authorization))
             }
         } catch {
@@ -46,17 +50,33 @@ public struct TokenEndpointClient: Sendable {
         }
         pool.pacer?.requestStarted(pacing: stormPacing)
         defer { pool.pacer?.requestFinished(pacing: stormPacing) }
+        let body = FormEncoding.encode(fields)
+        let deadline = NIODeadline.now() + .milliseconds(pool.timeouts.request.milliseconds)
         do {
-            let response = try await pool.formPosts.post(
-                url: endpoint, headers: headers, body: FormEncoding.encode(fields), caFile: settings.caFile, proxy: settings.proxy,
-                maximumBodyBytes: Self.maximumResponseBytes, deadline: .now() + .milliseconds(pool.timeouts.request.milliseconds)
-            )
+            let response = try await pool.dpopNonces.send(to: endpoint, key: dpopKey, now: now) { (proof) throws(FormPostFailure) in
+                try await pool.formPosts.post(
+                    url: endpoint, headers: proof.map { headers + [("DPoP", $0)] } ?? headers, body: body, caFile: settings.caFile,
+                    proxy: settings.proxy, identity: settings.tlsClientIdentity, maximumBodyBytes: Self.maximumResponseBytes,
+                    deadline: deadline)
+            }
+            if dpopKey != nil, response.demandsDPoPNonce {
+                return .transient(reason: Self.nonceDemandedTwice, retryAfter: nil)
+            }
             return GrantOutcome.classify(status: response.status, retryAfterHeader: response.retryAfter, body: response.body, now: now())
         } catch {
-            // Whether the request went out decides if the provider may have rotated the token.
-            return error.requestSent ? .unanswered(reason: error.description) : .transient(reason: error.description, retryAfter: nil)
+            switch error.kind {
+            case .proof(let problem):
+                return .transient(reason: problem.description, retryAfter: nil)
+            case .transport(let failure):
+                // Whether the request went out decides if the provider may have rotated the token.
+                return failure.requestSent
+                    ? .unanswered(reason: failure.description) : .transient(reason: failure.description, retryAfter: nil)
+            }
         }
     }
+
+    /// The reason given when a server refuses a proof made with its own new nonce as well.
+    static let nonceDemandedTwice = "the token endpoint demanded a new DPoP nonce twice in a row (use_dpop_nonce)"
 
     /// Endpoints that passed ``EndpointPolicy/check(_:)``: a provider's token endpoint is the
     /// same string for every grant, and parsing it each time was ~1.5 % of a refresh storm's CPU.
@@ -90,18 +110,23 @@ public struct TokenEndpointClient: Sendable {
         }
     }
 
-    /// A whole response from ``postForm(_:fields:settings:pool:acceptJSON:)``.
-    struct FormResponse: Sendable {
+    /// A whole response from ``postForm(_:fields:settings:pool:acceptJSON:dpopKey:)``.
+    struct FormResponse: Sendable, DPoPAnswer {
         var status: Int
         var retryAfter: String?
+        var dpopNonce: String?
         var body: [UInt8]
     }
 
     /// POSTs `fields` as a form, with the client's authentication, and returns the whole
     /// response (a body over ``maximumResponseBytes`` is an error). For the login grants and
     /// revocation, through AsyncHTTPClient; refresh grants use ``FormPostClient``.
+    ///
+    /// - Parameter dpopKey: The DPoP key the tokens are to be bound to: the request carries a
+    ///   proof of it, and is sent again once with the server's nonce when it demands one.
     static func postForm(
-        _ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, pool: HTTPClientPool, acceptJSON: Bool = true
+        _ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, pool: HTTPClientPool, acceptJSON: Bool = true,
+        dpopKey: DPoPKey? = nil
     ) async throws -> FormResponse {
         var fields = fields
         var headers = HTTPHeaders()
@@ -109,39 +134,54 @@ public struct TokenEndpointClient: Sendable {
         headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         headers.add(name: "User-Agent", value: "tokend")
         if let authorization = try authenticate(
-            fields: &fields, settings: settings, tokenEndpoint: settings.tokenEndpoint ?? endpoint, now: WallClock.now())
+            fields: &fields, settings: settings, endpoint: endpoint, now: WallClock.now())
         {
             headers.add(name: "Authorization", value: authorization)
         }
-        let request = try HTTPClient.Request(
-            url: endpoint, method: .POST, headers: headers, body: .byteBuffer(ByteBuffer(string: FormEncoding.encode(fields)))
-        )
-        let accumulator = ResponseAccumulator(request: request, maxBodySize: maximumResponseBytes)
-        let response = try await pool.client(for: endpoint, caFile: settings.caFile, proxy: settings.proxy)
-            .execute(request: request, delegate: accumulator, deadline: .now() + .milliseconds(pool.timeouts.request.milliseconds))
-            .futureResult.get()
-        return FormResponse(
-            status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"),
-            body: response.body.map { Array(buffer: $0) } ?? []
-        )
+        let body = FormEncoding.encode(fields)
+        let client = pool.client(for: endpoint, caFile: settings.caFile, proxy: settings.proxy, identity: settings.tlsClientIdentity)
+        let deadline = NIODeadline.now() + .milliseconds(pool.timeouts.request.milliseconds)
+        do {
+            return try await pool.dpopNonces.send(to: endpoint, key: dpopKey, now: WallClock.now) { (proof) throws(any Error) in
+                var requestHeaders = headers
+                if let proof { requestHeaders.add(name: "DPoP", value: proof) }
+                let request = try HTTPClient.Request(
+                    url: endpoint, method: .POST, headers: requestHeaders, body: .byteBuffer(ByteBuffer(string: body)))
+                let accumulator = ResponseAccumulator(request: request, maxBodySize: maximumResponseBytes)
+                let response = try await client.execute(request: request, delegate: accumulator, deadline: deadline).futureResult.get()
+                return FormResponse(
+                    status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"),
+                    dpopNonce: response.headers.first(name: "DPoP-Nonce"), body: response.body.map { Array(buffer: $0) } ?? []
+                )
+            }
+        } catch {
+            switch error.kind {
+            case .proof(let problem): throw problem
+            case .transport(let failure): throw failure
+            }
+        }
     }
 
     /// Client authentication (RFC 6749 §2.3): adds `client_id` (and `client_secret`, or a
     /// signed client assertion) to the form fields, or returns the value of a Basic
     /// `Authorization` header.
     ///
-    /// - Parameter tokenEndpoint: the provider's token endpoint, the default audience of a
-    ///   client assertion also when the request goes elsewhere (revocation, device authorization).
+    /// - Parameter endpoint: where the request goes, the default audience of a client
+    ///   assertion (``ClientAssertionAudience``).
     /// - Throws: ``ClientAssertionSigner/KeyProblem`` when the assertion cannot be signed;
     ///   nothing has been sent then.
     static func authenticate(
-        fields: inout [(String, String)], settings: OAuth2Settings, tokenEndpoint: String, now: Timestamp
+        fields: inout [(String, String)], settings: OAuth2Settings, endpoint: String, now: Timestamp
     ) throws(ClientAssertionSigner.KeyProblem) -> String? {
         switch settings.clientAuthentication {
+        case .tlsClientAuth, .selfSignedTLSClientAuth:
+            // The TLS certificate authenticates; the form names the client (RFC 8705 §2).
+            fields.append(("client_id", settings.clientID))
+            return nil
         case .privateKeyJWT:
             guard let key = settings.clientAssertionKey else { throw .init(description: "no client assertion key is configured") }
             let assertion = try ClientAssertionSigner(key).assertion(
-                clientID: settings.clientID, audience: settings.clientAssertionAudience(tokenEndpoint: tokenEndpoint), now: now)
+                clientID: settings.clientID, audience: settings.clientAssertionAudience(endpoint: endpoint), now: now)
             fields.append(("client_id", settings.clientID))
             fields.append(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"))
             fields.append(("client_assertion", assertion))

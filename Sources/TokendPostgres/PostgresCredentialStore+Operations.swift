@@ -163,6 +163,8 @@ extension PostgresCredentialStore {
                 SELECT encode(substring(access_token FROM 2 FOR 8), 'hex') FROM tokend_credentials
                 UNION
                 SELECT encode(substring(refresh_token FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE refresh_token IS NOT NULL
+                UNION
+                SELECT encode(substring(dpop_key FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE dpop_key IS NOT NULL
                 """, logger: logger
             ).decode(String.self) {
                 ids.insert(id)
@@ -189,6 +191,7 @@ extension PostgresCredentialStore {
                                 SELECT \(Self.selectColumns) FROM tokend_credentials
                                 WHERE encode(substring(access_token FROM 2 FOR 8), 'hex') <> $1
                                    OR (refresh_token IS NOT NULL AND encode(substring(refresh_token FROM 2 FOR 8), 'hex') <> $1)
+                                   OR (dpop_key IS NOT NULL AND encode(substring(dpop_key FROM 2 FOR 8), 'hex') <> $1)
                                 ORDER BY user_identifier LIMIT 100 FOR UPDATE
                                 """,
                             binds: {
@@ -203,11 +206,13 @@ extension PostgresCredentialStore {
                     for credential in rows {
                         // Same content, so the generation stays (see CredentialStore.reencrypt).
                         let values = try Self.columnValues(credential, cipher: cipher).filter {
-                            ["salt", "access_token", "refresh_token"].contains($0.0)
+                            ["salt", "access_token", "refresh_token", "dpop_key"].contains($0.0)
                         }
                         var query = PostgresQuery(
-                            unsafeSQL:
-                                "UPDATE tokend_credentials SET salt = $1, access_token = $2, refresh_token = $3 WHERE user_identifier = $4"
+                            unsafeSQL: """
+                                UPDATE tokend_credentials SET salt = $1, access_token = $2, refresh_token = $3, dpop_key = $4
+                                WHERE user_identifier = $5
+                                """
                         )
                         for (_, value) in values { try value.append(to: &query.binds) }
                         try query.binds.append(credential.userIdentifier)

@@ -24,7 +24,7 @@ extension PostgresCredentialStore {
     static let selectColumns = """
         user_identifier, provider, salt, access_token, refresh_token, token_type, scope, expires_at, issued_at,
         session_started_at, readers, enrolled_uid, enrolled_pid, enrolled_at, state, last_refresh_at, last_error,
-        refresh_count, grant_started_at, retry_at, generation
+        refresh_count, grant_started_at, retry_at, generation, dpop_key
         """
 
     /// Every column of a row except `user_identifier`, `generation` and `updated_at`, with
@@ -36,6 +36,7 @@ extension PostgresCredentialStore {
         }
         let access = try cipher.seal(credential.accessToken, salt: salt, binding: binding(.accessToken))
         let refresh = try credential.refreshToken.map { try cipher.seal($0, salt: salt, binding: binding(.refreshToken)) }
+        let dpopKey = try credential.dpopKey.map { try cipher.seal($0, salt: salt, binding: binding(.dpopKey)) }
         return [
             ("provider", .text(credential.provider)),
             ("salt", .bytes(salt)),
@@ -50,6 +51,7 @@ extension PostgresCredentialStore {
             ("enrolled_uid", .bigint(Int64(credential.enrolment.uid))),
             ("enrolled_pid", .bigint(Int64(credential.enrolment.pid))),
             ("enrolled_at", .bigint(credential.enrolment.at.millisecondsSince1970)),
+            ("dpop_key", .bytes(dpopKey)),
         ] + statusValues(credential.status)
     }
 
@@ -123,6 +125,7 @@ extension PostgresCredentialStore {
                 grantStartedAt: try optionalTime("grant_started_at"),
                 retryAt: try optionalTime("retry_at")
             ),
+            dpopKey: try value("dpop_key", ByteBuffer?.self).map { try open($0, .dpopKey) },
             generation: try value("generation")
         )
     }

@@ -3,7 +3,7 @@ import TokendStorage
 
 extension PostgresCredentialStore {
     /// The schema version the newest migration produces.
-    static let schemaVersion = 1
+    static let schemaVersion = 2
 
     /// The key of the transaction-level advisory lock every node takes before looking at the
     /// schema: when several nodes start at once, one migrates and the others wait, then find
@@ -97,7 +97,9 @@ extension PostgresCredentialStore {
             FOR EACH ROW EXECUTE FUNCTION tokend_notify_lease()
             """,
             "INSERT INTO tokend_meta (key, value) VALUES ('product', 'tokend')",
-        ]
+        ],
+        // 2: the private key of a DPoP-bound credential, sealed like its tokens.
+        ["ALTER TABLE tokend_credentials ADD COLUMN dpop_key bytea"],
     ]
 
     /// Brings the schema up to date under the migration lock, and records this node.

@@ -3,6 +3,7 @@ import TokendJSON
 /// The method names of `io.tokend.TokenProvider`.
 public enum TokenProviderMethod: String, Sendable, CaseIterable {
     case provideTokenReplacement = "io.tokend.TokenProvider.ProvideTokenReplacement"
+    case provideDPoPProof = "io.tokend.TokenProvider.ProvideDPoPProof"
     case status = "io.tokend.TokenProvider.Status"
     case addCredential = "io.tokend.TokenProvider.AddCredential"
     case removeCredential = "io.tokend.TokenProvider.RemoveCredential"
@@ -317,5 +318,37 @@ public enum Identifier {
     public static func isValid(_ identifier: String) -> Bool {
         let utf8 = identifier.utf8
         return !utf8.isEmpty && utf8.count <= 255 && utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") }
+    }
+}
+
+/// The reply of `ProvideDPoPProof`: a DPoP-bound access token and a proof (RFC 9449) for one
+/// HTTP request made with it.
+public struct DPoPProof: Sendable, Hashable, CustomStringConvertible {
+    public var credentials: Credentials
+    /// The `DPoP` header's value: a signed JWT for one request; make a new one for the next.
+    public var proof: String
+
+    public init(credentials: Credentials, proof: String) {
+        self.credentials = credentials
+        self.proof = proof
+    }
+
+    /// The two headers the request carries: `Authorization: DPoP <token>` and `DPoP: <proof>`.
+    public var headers: [(name: String, value: String)] {
+        [("Authorization", "DPoP \(credentials.accessToken)"), ("DPoP", proof)]
+    }
+
+    public var description: String { "DPoPProof(\(credentials), proof: <redacted>)" }
+
+    /// The call for `userIdentifier`'s proof of `httpMethod` `httpURI`.
+    public static func call(
+        userIdentifier: String, httpMethod: String, httpURI: String, nonce: String?, minValidSeconds: Int64
+    ) -> VarlinkCall {
+        var parameters: JSONObject = [
+            "userIdentifier": .string(userIdentifier), "httpMethod": .string(httpMethod), "httpUri": .string(httpURI),
+        ]
+        if let nonce { parameters["nonce"] = .string(nonce) }
+        if minValidSeconds > 0 { parameters["minValidSeconds"] = .int(minValidSeconds) }
+        return VarlinkCall(method: TokenProviderMethod.provideDPoPProof.rawValue, parameters: parameters)
     }
 }

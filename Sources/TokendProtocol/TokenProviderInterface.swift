@@ -93,6 +93,24 @@ public enum TokenProviderInterface {
           rejectedToken: ?string
         ) -> (credentials: Credentials)
 
+        # Returns a DPoP proof (RFC 9449 §4) for one HTTP request made with the DPoP-bound access
+        # token of userIdentifier, signed with the credential's key, which never leaves tokend. Send
+        # the request with the headers "Authorization: DPoP <credentials.accessToken>" and
+        # "DPoP: <proof>". httpMethod is the request's method (GET, POST, ...); httpUri its absolute
+        # https URI (http to loopback only), whose query and fragment the proof leaves out; nonce the
+        # resource server's DPoP-Nonce, when it demands one. The proof carries the hash of the access
+        # token it comes with (ath), and is made anew for every call: use it for one request.
+        # minValidSeconds and who may call are as for ProvideTokenReplacement. A credential whose
+        # tokens are not DPoP-bound gives InvalidCredential; a bad httpMethod, httpUri or nonce gives
+        # org.varlink.service.InvalidParameter naming it.
+        method ProvideDPoPProof(
+          userIdentifier: string,
+          httpMethod: string,
+          httpUri: string,
+          nonce: ?string,
+          minValidSeconds: ?int
+        ) -> (credentials: Credentials, proof: string)
+
         # Streams the credentials of userIdentifier: call with more. The first reply carries the
         # current credentials at once, then one reply follows each time the token changes. It ends
         # with an error when the credential is removed (UnknownUser) or needs a new login

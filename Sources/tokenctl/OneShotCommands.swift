@@ -46,6 +46,19 @@ enum OneShotCommands {
         }
     }
 
+    /// Prints `Authorization: DPoP <token>` and `DPoP: <proof>`, one per line, for one request.
+    static func dpopHeaders(_ common: OneShotCommandLine.Common, method: String, url: String, nonce: String?) -> Int32 {
+        do {
+            let proof = try OneShotCall.dpopProof(
+                socketPath: common.socket, for: common.user, httpMethod: method, httpURI: url, nonce: nonce,
+                minValidity: .seconds(common.minValidSeconds), timeout: .seconds(common.timeoutSeconds))
+            Terminal.writeOutput(proof.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n"))
+            return TokenctlExitStatus.success
+        } catch {
+            return fail(error, user: common.user)
+        }
+    }
+
     /// git's credential-helper protocol (``GitCredentialHelper``).
     static func gitCredential(_ common: OneShotCommandLine.Common, operation: String, username: String?) -> Int32 {
         let input: [UInt8]

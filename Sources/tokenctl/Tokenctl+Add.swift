@@ -58,13 +58,7 @@ extension Tokenctl {
                     "The provider name must be 1 to 255 printable ASCII characters without spaces or '/'."
                 )
             }
-            for reader in readers {
-                do {
-                    _ = try ReaderSpecifier.parse(reader)
-                } catch {
-                    throw ValidationError("--reader: \(error.description).")
-                }
-            }
+            try ReaderOptions.validate(readers)
         }
 
         func run() async throws {

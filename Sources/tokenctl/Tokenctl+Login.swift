@@ -79,13 +79,7 @@ extension Tokenctl {
             if device, noBrowser || port != nil {
                 throw ValidationError("--device does not use a browser redirect; drop --no-browser and --port.")
             }
-            for reader in readers {
-                do {
-                    _ = try ReaderSpecifier.parse(reader)
-                } catch {
-                    throw ValidationError("--reader: \(error.description).")
-                }
-            }
+            try ReaderOptions.validate(readers)
         }
 
         func run() async throws {

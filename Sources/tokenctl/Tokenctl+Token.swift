@@ -15,6 +15,12 @@ extension Tokenctl {
 
                 When an API refused the token, pass it back with --rejected-token-stdin (on \
                 stdin, never as an argument) and tokend refreshes it once before answering.
+
+                For a DPoP-bound credential (a provider with dpop = true), --dpop METHOD URL \
+                prints the two headers of one request instead, "Authorization: DPoP <token>" \
+                and "DPoP: <proof>", one per line; the proof is made by tokend with the \
+                credential's key and is good for that one request. With curl: \
+                mapfile -t h < <(tokenctl token alice --dpop GET "$url") && curl -H "${h[0]}" -H "${h[1]}" "$url"
                 """
         )
 
@@ -31,8 +37,24 @@ extension Tokenctl {
         )
         var rejectedTokenFromStandardInput = false
 
+        @Option(
+            name: .customLong("dpop"), parsing: .upToNextOption,
+            help: ArgumentHelp(
+                "Print 'Authorization: DPoP <token>' and 'DPoP: <proof>' for one request.", valueName: "method> <url"))
+        var dpop: [String] = []
+
+        @Option(name: .customLong("dpop-nonce"), help: "The resource server's DPoP-Nonce, when it demanded one (with --dpop).")
+        var dpopNonce: String?
+
         func validate() throws {
             try UserArgument.validate(user)
+            if !dpop.isEmpty, dpop.count != 2 {
+                throw ValidationError("--dpop takes two values, the HTTP method and the URL (e.g. --dpop GET https://api.example/items)")
+            }
+            if dpopNonce != nil, dpop.isEmpty { throw ValidationError("--dpop-nonce needs --dpop") }
+            if !dpop.isEmpty, rejectedTokenFromStandardInput {
+                throw ValidationError("--dpop and --rejected-token-stdin cannot be used together")
+            }
         }
 
         func run() throws {
@@ -50,7 +72,10 @@ extension Tokenctl {
             }
             let common = OneShotCommandLine.Common(
                 user: user, socket: global.socket, timeoutSeconds: global.timeout, minValidSeconds: validity.seconds)
-            let status = OneShotCommands.token(common, rejectedToken: rejectedToken)
+            let status =
+                dpop.isEmpty
+                ? OneShotCommands.token(common, rejectedToken: rejectedToken)
+                : OneShotCommands.dpopHeaders(common, method: dpop[0], url: dpop[1], nonce: dpopNonce)
             if status != TokenctlExitStatus.success { throw ExitCode(status) }
         }
     }

@@ -43,7 +43,7 @@ struct Tokend: AsyncParsableCommand {
             configuration = try loadConfiguration()
         } catch {
             // One line naming the file, the key and the problem; EX_CONFIG.
-            FileHandleOutput.standardError("tokend: \(error)\n")
+            StandardError.write("tokend: \(error)\n")
             throw ExitCode(78)
         }
         if checkConfig {
@@ -105,19 +105,6 @@ struct Tokend: AsyncParsableCommand {
     }
 
     private func loadConfiguration() throws -> DaemonConfiguration { try reloader()() }
-}
-
-enum FileHandleOutput {
-    /// Writes straight to file descriptor 2 (the `stderr` global is not concurrency-safe).
-    static func standardError(_ text: String) {
-        var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
-            if written <= 0 { return }
-            offset += written
-        }
-    }
 }
 
 enum ProcessEnvironment {

@@ -3,6 +3,12 @@ import TokendCore
 
 @testable import TokendConfig
 
+/// The settings of the OAuth 2.0 provider `example`.
+func oauth2Settings(_ configuration: DaemonConfiguration) throws -> OAuth2Settings {
+    guard case .oauth2(let settings)? = configuration.providers["example"]?.kind else { throw SecretFileMissing(path: "providers.example") }
+    return settings
+}
+
 /// `client_auth = "private_key_jwt"` and its keys. Whether the PEM holds a usable key is
 /// TokendOAuth's check (`ClientAssertionSignerTests`); here, what the parser decides.
 struct ClientAssertionConfigurationTests {
@@ -22,11 +28,7 @@ struct ClientAssertionConfigurationTests {
             client_assertion_kid = "key-1"
             client_assertion_audience = "https://idp.example/"
             """)
-        let configuration = try parseConfig(text, secrets: Self.secrets)
-        guard case .oauth2(let settings)? = configuration.providers["example"]?.kind else {
-            Issue.record("not an oauth2 provider")
-            return
-        }
+        let settings = try oauth2Settings(try parseConfig(text, secrets: Self.secrets))
         #expect(settings.clientAuthentication == .privateKeyJWT)
         let key = try #require(settings.clientAssertionKey)
         #expect(key.pem.value == Self.pem)
@@ -44,14 +46,10 @@ struct ClientAssertionConfigurationTests {
             return Self.pem
         }
         parser.credentialsDirectory = "/run/credentials/tokend.service"
-        let configuration = try parser.parse(document)
-        guard case .oauth2(let settings)? = configuration.providers["example"]?.kind else {
-            Issue.record("not an oauth2 provider")
-            return
-        }
+        let settings = try oauth2Settings(try parser.parse(document))
         #expect(settings.clientAssertionKey?.source == "/run/credentials/tokend.service/idp-key")
         #expect(settings.clientAssertionKey?.configurationKey == "client_assertion_key_credential")
-        #expect(settings.clientAssertionKey?.audience == .tokenEndpoint)
+        #expect(settings.clientAssertionKey?.audience == .endpoint)
     }
 
     static let refusals: [(String, String, String)] = [
@@ -74,7 +72,7 @@ struct ClientAssertionConfigurationTests {
         ),
         (
             #"client_auth = "private_key_jwt"\#nclient_assertion_key_file = "client.key"\#nclient_assertion_audience = "somewhere""#,
-            "client_assertion_audience", "\"somewhere\" is not token_endpoint, issuer or a URL"
+            "client_assertion_audience", "\"somewhere\" is not endpoint, token_endpoint, issuer or a URL"
         ),
         (
             #"client_auth = "private_key_jwt"\#nclient_assertion_key_credential = "idp-key""#, "client_assertion_key_credential",
@@ -102,9 +100,7 @@ struct ProxyConfigurationTests {
     static let secrets = ["/srv/tokend/etc/example-client-secret": "s3cret\n", "/srv/tokend/etc/proxy-auth": "tokend:pr0xy-pw\n"]
 
     func setting(_ lines: String) throws -> ProxySetting? {
-        let configuration = try parseConfig(config(provider: lines), secrets: Self.secrets)
-        guard case .oauth2(let settings)? = configuration.providers["example"]?.kind else { return nil }
-        return settings.proxy
+        try oauth2Settings(try parseConfig(config(provider: lines), secrets: Self.secrets)).proxy
     }
 
     @Test func settings() throws {
@@ -132,5 +128,67 @@ struct ProxyConfigurationTests {
         #expect(error?.key == "providers.example.\(key)")
         #expect(error?.problem == problem)
         #expect(error.map { !$0.description.contains("secret-pw") && !$0.description.contains("s3cret") } ?? true)
+    }
+}
+
+/// The mutual-TLS identity keys and `tls_client_auth`.
+struct TLSClientIdentityConfigurationTests {
+    static let certificate = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    static let key = "-----BEGIN PRIVATE KEY-----\nMIGH\n-----END PRIVATE KEY-----\n"
+    static let secrets = [
+        "/srv/tokend/etc/example-client-secret": "s3cret\n", "/srv/tokend/etc/client.pem": certificate,
+        "/srv/tokend/etc/client.key": key,
+    ]
+
+    @Test func tlsClientAuthWithACertificateAndKey() throws {
+        let text = ClientAssertionConfigurationTests.provider(
+            """
+            client_auth = "tls_client_auth"
+            tls_client_certificate_file = "client.pem"
+            tls_client_key_file = "client.key"
+            """)
+        let settings = try oauth2Settings(try parseConfig(text, secrets: Self.secrets))
+        #expect(settings.clientAuthentication == .tlsClientAuth && settings.clientAuthentication.usesTLSCertificate)
+        #expect(settings.tlsClientIdentity?.certificatePEM == Self.certificate)
+        #expect(settings.tlsClientIdentity?.keyPEM.value == Self.key)
+        #expect(settings.tlsClientIdentity?.keySource == "/srv/tokend/etc/client.key")
+    }
+
+    /// A certificate with another client authentication: mutual TLS at the transport only.
+    @Test func aCertificateBesideASecret() throws {
+        let settings = try oauth2Settings(
+            try parseConfig(
+                config(provider: "tls_client_certificate_file = \"client.pem\"\ntls_client_key_file = \"client.key\""),
+                secrets: Self.secrets))
+        #expect(settings.clientAuthentication == .clientSecretBasic && settings.tlsClientIdentity != nil)
+    }
+
+    @Test(arguments: [
+        (
+            #"client_auth = "self_signed_tls_client_auth""#, "tls_client_certificate_file",
+            "is required with client_auth = \"self_signed_tls_client_auth\""
+        ),
+        (
+            #"tls_client_key_file = "client.key""#, "tls_client_certificate_file",
+            "is required with tls_client_key_file or tls_client_key_credential"
+        ),
+        (
+            #"tls_client_certificate_file = "client.pem""#, "tls_client_key_file",
+            "is required with tls_client_certificate_file (or tls_client_key_credential)"
+        ),
+        (
+            #"tls_client_certificate_file = "client.key"\#ntls_client_key_file = "client.key""#, "tls_client_certificate_file",
+            "/srv/tokend/etc/client.key is not a PEM certificate"
+        ),
+        (
+            #"tls_client_certificate_file = "client.pem"\#ntls_client_key_file = "client.pem""#, "tls_client_key_file",
+            "/srv/tokend/etc/client.pem is not a PEM private key"
+        ),
+    ])
+    func refused(lines: String, key: String, problem: String) {
+        let error = configError(ClientAssertionConfigurationTests.provider(lines), secrets: Self.secrets)
+        #expect(error?.key == "providers.example.\(key)", "\(lines)")
+        #expect(error?.problem == problem, "\(lines)")
+        #expect(error.map { !$0.description.contains("MIGH") } ?? true)
     }
 }

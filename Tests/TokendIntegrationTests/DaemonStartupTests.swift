@@ -24,6 +24,19 @@ struct DaemonStartupTests {
         #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
     }
 
+    /// Writes `bad.toml` with provider `p` (an https token endpoint, client `c`) and `lines`.
+    static func writeProvider(in directory: ScratchDirectory, _ lines: String) throws {
+        try directory.write(
+            "bad.toml",
+            """
+            [providers.p]
+            kind = "oauth2"
+            token_endpoint = "https://127.0.0.1:9/token"
+            client_id = "c"
+            \(lines)
+            """)
+    }
+
     /// A `private_key_jwt` key tokend cannot sign with stops start-up and `--check-config`
     /// with one line naming the key, and never quotes the key.
     @Test(arguments: [
@@ -35,16 +48,7 @@ struct DaemonStartupTests {
         let key = try await runCommand("/usr/bin/openssl", generate)
         try #require(key.status == 0, "\(key.stderr)")
         try directory.write("client.key", key.stdout, mode: 0o600)
-        try directory.write(
-            "bad.toml",
-            """
-            [providers.p]
-            kind = "oauth2"
-            token_endpoint = "https://127.0.0.1:9/token"
-            client_id = "c"
-            client_auth = "private_key_jwt"
-            client_assertion_key_file = "client.key"
-            """)
+        try Self.writeProvider(in: directory, #"client_auth = "private_key_jwt"\#nclient_assertion_key_file = "client.key""#)
         for arguments in [["--config", directory.file("bad.toml")], ["--check-config", "--config", directory.file("bad.toml")]] {
             let result = try await runCommand(Repository.binary("tokend"), arguments)
             #expect(result.status == 78, "\(arguments)")
@@ -56,6 +60,29 @@ struct DaemonStartupTests {
                 #expect(!result.stderr.contains(line))
             }
         }
+    }
+
+    /// A TLS client key that does not belong to its certificate stops start-up, naming both files.
+    @Test func aTLSClientKeyOfAnotherCertificateStopsStartUp() async throws {
+        let directory = try ScratchDirectory()
+        for name in ["a", "b"] {
+            let made = try await runCommand(
+                "/usr/bin/openssl",
+                [
+                    "req", "-x509", "-nodes", "-days", "1", "-subj", "/CN=\(name)", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-keyout", directory.file("\(name).key"), "-out", directory.file("\(name).pem"),
+                ])
+            try #require(made.status == 0, "\(made.stderr)")
+        }
+        try Self.writeProvider(
+            in: directory, #"client_auth = "tls_client_auth"\#ntls_client_certificate_file = "a.pem"\#ntls_client_key_file = "b.key""#)
+        let result = try await runCommand(Repository.binary("tokend"), ["--check-config", "--config", directory.file("bad.toml")])
+        #expect(result.status == 78)
+        #expect(
+            result.stderr.contains(
+                "providers.p.tls_client_key_file: the key in \(directory.file("b.key")) does not belong to the certificate in \(directory.file("a.pem"))"
+            ),
+            "\(result.stderr)")
     }
 
     @Test func aSecondDaemonOnTheSameStateDirectoryRefuses() async throws {

@@ -15,7 +15,9 @@ struct GlewlwydInteropTests {
 
         /// glewlwyd with `serverArguments`, and a daemon whose provider `gw` finds it by
         /// discovery and authenticates as `client` (a key of the server's `clients`).
-        static func start(_ serverArguments: [String] = [], client: Glewlwyd.Client = .secret) async throws -> Setup {
+        static func start(
+            _ serverArguments: [String] = [], client: Glewlwyd.Client = .secret, providerExtra: String = "", daemonExtra: String = ""
+        ) async throws -> Setup {
             try #require(Glewlwyd.isAvailable, "glewlwyd is not installed (scripts/setup-host.sh installs it)")
             let directory = try ScratchDirectory()
             let server = Glewlwyd(directory: directory, client: client)
@@ -27,6 +29,12 @@ struct GlewlwydInteropTests {
                 authentication = """
                     client_secret_file = "gw-secret"
                     client_auth = "client_secret_basic"
+                    """
+            case .mutualTLS:
+                authentication = """
+                    client_auth = "tls_client_auth"
+                    tls_client_certificate_file = "\(server.clientCertificateFile)"
+                    tls_client_key_file = "\(server.clientKeyFile)"
                     """
             case .privateKeyJWTEC, .privateKeyJWTRSA:
                 authentication = """
@@ -43,9 +51,11 @@ struct GlewlwydInteropTests {
                 client_id = "\(server.clientID)"
                 \(authentication)
                 scope = "openid read offline_access"
+                \(providerExtra)
                 """
             let daemon = try DaemonProcess(
-                configuration: DaemonProcess.configuration(extraDaemon: #"forced_refresh_interval = "1s""#, providers: provider),
+                configuration: DaemonProcess.configuration(
+                    extraDaemon: #"forced_refresh_interval = "1s""# + "\n" + daemonExtra, providers: provider),
                 directory: directory)
             try await daemon.start()
             return Setup(directory: directory, server: server, daemon: daemon)
@@ -53,6 +63,16 @@ struct GlewlwydInteropTests {
 
         func tokenctl(_ arguments: [String]) async throws -> CommandResult {
             try await runCommand(Repository.binary("tokenctl"), arguments + ["--socket", daemon.socketPath], timeout: .seconds(60))
+        }
+
+        /// Logs `user` in with `tokenctl login --device`, approving the code as alice would.
+        func deviceLogin(_ user: String) async throws {
+            let login = try StreamingCommand(
+                Repository.binary("tokenctl"), ["login", user, "--provider", "gw", "--device", "--socket", daemon.socketPath])
+            let userCode = try await login.line(startingWith: "User code: ")
+            try await server.approveDevice(userCode: userCode)
+            let result = try await login.finish()
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr) \(daemon.log.suffix(2000))")
         }
 
         /// Adds alice's credential from a password grant; returns the grant's tokens.
@@ -79,6 +99,19 @@ struct GlewlwydInteropTests {
                 seen.append(value)
                 if round < rounds { try await Task.sleep(for: .milliseconds(1500)) }  // forced_refresh_interval
             }
+        }
+
+        /// Removes alice, expects her refresh token revoked at glewlwyd, stops everything, and
+        /// expects no line of the client's private key in the daemon's log.
+        func removeAliceRevokingWithoutLoggingTheKey() async throws {
+            let removed = try await tokenctl(["remove", "alice"])
+            #expect(removed.status == 0, "\(removed.stderr)")
+            #expect(daemon.log.contains("refresh token revoked"), "\(daemon.log.suffix(1500))")
+            try await stop()
+            let key = try String(contentsOfFile: server.clientKeyFile, encoding: .utf8)
+            let keyBody = key.split(separator: "\n").filter { !$0.hasPrefix("-----") }
+            #expect(keyBody.count > 1)
+            for line in keyBody { #expect(!daemon.log.contains(line), "the daemon logged the client's key") }
         }
 
         func stop() async throws {
@@ -125,12 +158,7 @@ struct GlewlwydInteropTests {
     @Test(arguments: [Glewlwyd.Client.secret, .privateKeyJWTEC])
     func deviceLoginStoresARefreshableCredential(client: Glewlwyd.Client) async throws {
         let setup = try await Setup.start(["--device-interval", "1"], client: client)
-        let login = try StreamingCommand(
-            Repository.binary("tokenctl"), ["login", "bob", "--provider", "gw", "--device", "--socket", setup.daemon.socketPath])
-        let userCode = try await login.line(startingWith: "User code: ")
-        try await setup.server.approveDevice(userCode: userCode)
-        let result = try await login.finish()
-        #expect(result.status == 0, "\(result.stdout) \(result.stderr) \(setup.daemon.log.suffix(2000))")
+        try await setup.deviceLogin("bob")
         let first = try await setup.tokenctl(["token", "bob"])
         #expect(first.status == 0, "\(first.stderr)")
         let refreshed = try await setup.tokenctl(["token", "bob", "--min-valid", "7200"])
@@ -148,13 +176,19 @@ struct GlewlwydInteropTests {
         let setup = try await Setup.start(["--refresh-token-one-use", "always"], client: client)
         let (first, _) = try await setup.addAlice()
         try await setup.forceRefreshes(2, minValid: 7200, after: first)
-        let removed = try await setup.tokenctl(["remove", "alice"])
-        #expect(removed.status == 0, "\(removed.stderr)")
-        #expect(setup.daemon.log.contains("refresh token revoked"), "\(setup.daemon.log.suffix(1500))")
-        let key = try String(contentsOfFile: setup.server.clientKeyFile, encoding: .utf8)
-        let keyBody = key.split(separator: "\n").filter { !$0.hasPrefix("-----") }
-        #expect(keyBody.count > 1)
-        for line in keyBody { #expect(!setup.daemon.log.contains(line), "the daemon logged its client key") }
-        try await setup.stop()
+        try await setup.removeAliceRevokingWithoutLoggingTheKey()
+    }
+
+    /// `client_auth = "tls_client_auth"` (RFC 8705): the client certificate authenticates
+    /// grants and revocation. With `--mtls-aliases`, glewlwyd accepts certificates only at the
+    /// aliases its discovery document lists (`mtls_endpoint_aliases`), so these refreshes
+    /// succeed only if tokend uses them. The key appears in no log.
+    @Test(arguments: [false, true])
+    func mutualTLSRefreshesAndRevokes(aliases: Bool) async throws {
+        let setup = try await Setup.start(
+            ["--refresh-token-one-use", "always"] + (aliases ? ["--mtls-aliases"] : []), client: .mutualTLS)
+        let (first, _) = try await setup.addAlice()
+        try await setup.forceRefreshes(2, minValid: 7200, after: first)
+        try await setup.removeAliceRevokingWithoutLoggingTheKey()
     }
 }

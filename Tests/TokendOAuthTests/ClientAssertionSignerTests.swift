@@ -88,13 +88,15 @@ struct ClientAssertionSignerTests {
     }
 
     @Test func theAudienceFollowsTheConfiguration() {
-        var settings = OAuth2Settings(issuer: "https://idp.example", clientID: "c")
+        var settings = OAuth2Settings(tokenEndpoint: "https://idp.example/token", issuer: "https://idp.example", clientID: "c")
         settings.clientAssertionKey = Self.key("")
-        #expect(settings.clientAssertionAudience(tokenEndpoint: "https://idp.example/token") == "https://idp.example/token")
+        #expect(settings.clientAssertionAudience(endpoint: "https://idp.example/revoke") == "https://idp.example/revoke")
+        settings.clientAssertionKey?.audience = .tokenEndpoint
+        #expect(settings.clientAssertionAudience(endpoint: "https://idp.example/revoke") == "https://idp.example/token")
         settings.clientAssertionKey?.audience = .issuer
-        #expect(settings.clientAssertionAudience(tokenEndpoint: "https://idp.example/token") == "https://idp.example")
+        #expect(settings.clientAssertionAudience(endpoint: "https://idp.example/revoke") == "https://idp.example")
         settings.clientAssertionKey?.audience = .url("https://aud.example")
-        #expect(settings.clientAssertionAudience(tokenEndpoint: "https://idp.example/token") == "https://aud.example")
+        #expect(settings.clientAssertionAudience(endpoint: "https://idp.example/revoke") == "https://aud.example")
     }
 
     @Test func theFormCarriesTheAssertionAndNoSecret() throws {
@@ -102,7 +104,7 @@ struct ClientAssertionSignerTests {
         settings.clientAssertionKey = Self.key(P256.Signing.PrivateKey().pemRepresentation)
         var fields: [(String, String)] = [("grant_type", "refresh_token")]
         let header = try TokenEndpointClient.authenticate(
-            fields: &fields, settings: settings, tokenEndpoint: "https://idp.example/token", now: Self.now)
+            fields: &fields, settings: settings, endpoint: "https://idp.example/token", now: Self.now)
         #expect(header == nil)
         #expect(fields.map(\.0) == ["grant_type", "client_id", "client_assertion_type", "client_assertion"])
         #expect(fields[2].1 == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")

@@ -17,11 +17,11 @@ struct PostgresCredentialStoreTests {
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(stores.count == 5)
-            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "1")
+            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "2")
             #expect(try await server.psql("SELECT count(*) FROM tokend_nodes") == "5")
             // Reopening finds the work done.
             let again = try await Fixture.open(server, node: "node-0")
-            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "1")
+            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "2")
             for store in stores + [again] { try await store.close() }
         }
     }
@@ -84,11 +84,14 @@ struct PostgresCredentialStoreTests {
     @Test func tokensAreSealedAtRestAndNeedTheSameMasterKey() async throws {
         try await withServer { server in
             let store = try await Fixture.open(server, node: "a")
-            _ = try await store.insert(
-                Fixture.credential("alice", access: "plain-access-token-xyz", refresh: "plain-refresh-token-xyz"), replacing: false)
-            let dump = try await server.psql("SELECT encode(access_token, 'hex') || encode(refresh_token, 'hex') FROM tokend_credentials")
-            let rawDump = try await server.psql("SELECT access_token::text || refresh_token::text FROM tokend_credentials")
-            for secret in ["plain-access-token-xyz", "plain-refresh-token-xyz"] {
+            var alice = Fixture.credential("alice", access: "plain-access-token-xyz", refresh: "plain-refresh-token-xyz")
+            alice.dpopKey = SecretString("-----BEGIN PRIVATE KEY-----\nplain-dpop-key-xyz\n-----END PRIVATE KEY-----\n")
+            _ = try await store.insert(alice, replacing: false)
+            let dump = try await server.psql(
+                "SELECT encode(access_token, 'hex') || encode(refresh_token, 'hex') || encode(dpop_key, 'hex') FROM tokend_credentials")
+            let rawDump = try await server.psql(
+                "SELECT access_token::text || refresh_token::text || dpop_key::text FROM tokend_credentials")
+            for secret in ["plain-access-token-xyz", "plain-refresh-token-xyz", "plain-dpop-key-xyz", "PRIVATE KEY"] {
                 #expect(!dump.contains(secret) && !rawDump.contains(secret))
                 let hex = secret.utf8.map { String($0, radix: 16) }.joined()
                 #expect(!dump.contains(hex))
@@ -97,6 +100,7 @@ struct PostgresCredentialStoreTests {
             // Another node with the same key reads it; one with another key cannot.
             let other = try await Fixture.open(server, node: "b")
             #expect(try await other.load(userIdentifier: "alice")?.refreshToken?.value == "plain-refresh-token-xyz")
+            #expect(try await other.load(userIdentifier: "alice")?.dpopKey == alice.dpopKey, "the DPoP key travels sealed with the tokens")
             let stranger = try await Fixture.open(server, node: "c", keyring: Keyring(current: MasterKey.generate()))
             await #expect(throws: StorageError(code: .unknownKey, message: "")) { try await stranger.load(userIdentifier: "alice") }
             // Rotation re-seals under the new key without changing generations.
@@ -106,6 +110,7 @@ struct PostgresCredentialStoreTests {
             #expect(try await store.keyIDsInUse() == [newKeys.current.id])
             #expect(try await store.generations() == before)
             #expect(try await store.load(userIdentifier: "alice")?.accessToken.value == "plain-access-token-xyz")
+            #expect(try await store.load(userIdentifier: "alice")?.dpopKey == alice.dpopKey)
             for each in [store, other, stranger] { try await each.close() }
         }
     }

@@ -19,6 +19,7 @@ struct SQLiteCredentialStoreTests {
                 grantStartedAt: Timestamp(millisecondsSince1970: 22),
                 retryAt: Timestamp(millisecondsSince1970: 33)
             )
+            alice.dpopKey = SecretString("-----BEGIN PRIVATE KEY-----\nfixture-dpop-key\n-----END PRIVATE KEY-----\n")
             let bob = Fixture.credential("bob", provider: "other", refreshToken: nil, scope: nil)
             let storedAlice = try await store.insert(alice, replacing: false)
             let storedBob = try await store.insert(bob, replacing: false)
@@ -269,7 +270,7 @@ struct SQLiteCredentialStoreTests {
         try await withTemporaryDirectory { directory in
             let store = try openStore(directory, keyring: keyring)
             let rows = try await store.fetchStringsForTesting("SELECT key || '=' || value FROM meta ORDER BY key")
-            #expect(rows.contains("schema_version=2"))
+            #expect(rows.contains("schema_version=3"))
             #expect(rows.contains("product=tokend"))
             #expect(rows.contains("created_by=test"))
             try await store.close()
@@ -308,11 +309,12 @@ struct SQLiteCredentialStoreTests {
             for index in 0..<5 {
                 stored.append(
                     try await store.insert(
-                        Fixture.credential("user\(index)", refreshToken: index == 2 ? nil : Fixture.token("rt")),
+                        Fixture.credential("user\(index)", refreshToken: index == 2 ? nil : Fixture.token("rt"), dpopKey: index == 3),
                         replacing: false
                     )
                 )
             }
+            // user3's DPoP key is re-sealed too: otherwise the old key would still be in use.
             let next = Keyring(current: Fixture.key(2), older: [Fixture.key(1)])
             #expect(try await store.reencrypt(under: next) == 5)
             #expect(try await store.keyIDsInUse() == [Fixture.key(2).id])

@@ -31,6 +31,21 @@ public enum OneShotCall {
         return try TokendClient.credentials(in: reply, of: call, for: userIdentifier)
     }
 
+    /// ProvideDPoPProof as ``TokendClient/dpopProof(for:httpMethod:httpURI:nonce:minValidity:)``.
+    public static func dpopProof(
+        socketPath: String? = nil, for userIdentifier: String, httpMethod: String, httpURI: String, nonce: String? = nil,
+        minValidity: Duration = .zero, timeout: Duration = .seconds(10)
+    ) throws(TokendClientError) -> DPoPProof {
+        let call = try TokendClient.dpopCall(
+            userIdentifier, httpMethod: httpMethod, httpURI: httpURI, nonce: nonce, minValidity: minValidity)
+        let path = socketPath ?? TokendClient.socketPath(environment: TokendClient.environmentValue(TokendClient.socketEnvironmentVariable))
+        let reply = try perform(call, socketPath: path, timeout: timeout)
+        if let name = reply.error {
+            throw TokendClientError(varlinkErrorName: name, parameters: reply.parameters, call: call)
+        }
+        return try TokendClient.dpopProof(in: reply, of: call, for: userIdentifier)
+    }
+
     /// Sends `call` (without `more`) and returns its one reply.
     public static func perform(
         _ call: VarlinkCall, socketPath: String, timeout: Duration, maximumMessageBytes: Int = 1 << 20

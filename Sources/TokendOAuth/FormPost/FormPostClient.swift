@@ -3,6 +3,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Synchronization
+import TokendConfig
 import TokendCore
 
 /// An HTTP/1.1 client for the one request tokend sends thousands of times: a form POST to a
@@ -25,8 +26,14 @@ final class FormPostClient: Sendable {
     private let connectTimeout: Duration
     private let proxies: ProxyEnvironment
     private let state = Mutex(PoolState())
-    /// TLS contexts by CA file ("" for the system's trust): building one reads the trust store.
-    private let tlsContexts = Mutex<[String: NIOSSLContext]>([:])
+    /// TLS contexts by CA file ("" for the system's trust) and client identity: building one
+    /// reads the trust store.
+    private let tlsContexts = Mutex<[TLSContextKey: NIOSSLContext]>([:])
+
+    private struct TLSContextKey: Hashable {
+        var caFile: String
+        var identity: TLSClientIdentity?
+    }
 
     /// Idle connections kept per endpoint, at most; more are closed when they come back.
     static let maximumIdlePerEndpoint = 64
@@ -41,6 +48,9 @@ final class FormPostClient: Sendable {
         var caFile: String
         /// The proxy the connection tunnels through, if any.
         var proxy: ProxyServer?
+        /// The client certificate the connection presented: a connection authenticated as one
+        /// client is never reused for another.
+        var identity: TLSClientIdentity?
     }
 
     private struct IdleConnection: Sendable {
@@ -64,11 +74,11 @@ final class FormPostClient: Sendable {
     /// most `maximumBodyBytes`. Everything, connecting included, ends by `deadline`.
     func post(
         url: String, headers: [(String, String)], body: String, caFile: String?, proxy: ProxySetting = .environment,
-        maximumBodyBytes: Int, deadline: NIODeadline
+        identity: TLSClientIdentity? = nil, maximumBodyBytes: Int, deadline: NIODeadline
     ) async throws(FormPostFailure) -> FormPostResponse {
         let target = try target(for: url)
         let route = proxies.route(scheme: target.tls ? "https" : "http", host: target.host, setting: proxy)
-        let key = Key(tls: target.tls, host: target.host, port: target.port, caFile: caFile ?? "", proxy: route)
+        let key = Key(tls: target.tls, host: target.host, port: target.port, caFile: caFile ?? "", proxy: route, identity: identity)
         let channel = try await connection(for: key, target: target, deadline: deadline)
         var buffer = channel.allocator.buffer(capacity: body.utf8.count)
         buffer.writeString(body)
@@ -142,7 +152,7 @@ final class FormPostClient: Sendable {
     }
 
     private func connect(key: Key, target: FormPostTarget, deadline: NIODeadline) async throws(FormPostFailure) -> any Channel {
-        let sslContext = key.tls ? try tlsContext(caFile: key.caFile) : nil
+        let sslContext = key.tls ? try tlsContext(caFile: key.caFile, identity: key.identity) : nil
         let loop = group.next()
         let connectBy = min(
             deadline,
@@ -232,13 +242,15 @@ final class FormPostClient: Sendable {
         }
     }
 
-    private func tlsContext(caFile: String) throws(FormPostFailure) -> NIOSSLContext {
-        if let known = tlsContexts.withLock({ $0[caFile] }) { return known }
+    private func tlsContext(caFile: String, identity: TLSClientIdentity?) throws(FormPostFailure) -> NIOSSLContext {
+        let contextKey = TLSContextKey(caFile: caFile, identity: identity)
+        if let known = tlsContexts.withLock({ $0[contextKey] }) { return known }
         var configuration = TLSConfiguration.makeClientConfiguration()
         if !caFile.isEmpty { configuration.additionalTrustRoots = [.file(caFile)] }
         do {
+            try identity?.apply(to: &configuration)
             let context = try NIOSSLContext(configuration: configuration)
-            tlsContexts.withLock { $0[caFile] = context }
+            tlsContexts.withLock { $0[contextKey] = context }
             return context
         } catch {
             throw FormPostFailure(

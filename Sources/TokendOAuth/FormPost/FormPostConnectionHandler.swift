@@ -153,7 +153,9 @@ final class FormPostConnectionHandler: ChannelDuplexHandler, StartsWhenActive, R
                 return
             }
             let keepAlive = head.isKeepAlive
-            let response = FormPostResponse(status: Int(head.status.code), retryAfter: head.headers.first(name: "Retry-After"), body: body)
+            let response = FormPostResponse(
+                status: Int(head.status.code), retryAfter: head.headers.first(name: "Retry-After"),
+                dpopNonce: head.headers.first(name: "DPoP-Nonce"), body: body)
             finishExchange(with: .success(Answer(response: response, keepAlive: keepAlive)))
             if keepAlive {
                 state = .idle

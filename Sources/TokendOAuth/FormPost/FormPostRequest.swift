@@ -52,6 +52,8 @@ struct FormPostTarget: Sendable, Hashable {
 struct FormPostResponse: Sendable {
     var status: Int
     var retryAfter: String?
+    /// The server's `DPoP-Nonce` header (RFC 9449 §8), if it sent one.
+    var dpopNonce: String? = nil
     var body: [UInt8]
 }
 

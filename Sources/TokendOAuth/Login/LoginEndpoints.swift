@@ -22,13 +22,15 @@ public struct LoginEndpoints: Sendable, Hashable {
                 throw LoginError("OpenID Connect discovery for \(issuer) failed: \(error.description)")
             }
         }
-        guard let token = settings.tokenEndpoint ?? metadata?.tokenEndpoint else {
+        // A client with a TLS certificate uses the provider's mutual-TLS aliases (RFC 8705 §5).
+        let mutualTLS = settings.tlsClientIdentity != nil
+        guard let token = settings.tokenEndpoint ?? metadata?.tokenEndpoint(mutualTLS: mutualTLS) else {
             throw LoginError("the provider has no token endpoint")
         }
         return LoginEndpoints(
             token: token,
             authorization: settings.authorizationEndpoint ?? metadata?.authorizationEndpoint,
-            deviceAuthorization: settings.deviceAuthorizationEndpoint ?? metadata?.deviceAuthorizationEndpoint,
+            deviceAuthorization: settings.deviceAuthorizationEndpoint ?? metadata?.deviceAuthorizationEndpoint(mutualTLS: mutualTLS),
             issuer: metadata?.issuer,
             jwksURI: metadata?.jwksURI
         )

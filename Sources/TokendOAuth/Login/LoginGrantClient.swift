@@ -30,20 +30,23 @@ public struct LoginGrantClient: Sendable {
 
     /// One poll of the token endpoint with the device code. Transport failures come back as
     /// `nil` (the caller backs off and polls again).
-    public func pollDevice(endpoint: String, settings: OAuth2Settings, deviceCode: SecretString) async -> (status: Int, body: [UInt8])? {
+    /// - Parameter dpopKey: The key the tokens are to be bound to (RFC 9449 §5).
+    public func pollDevice(
+        endpoint: String, settings: OAuth2Settings, deviceCode: SecretString, dpopKey: DPoPKey? = nil
+    ) async -> (status: Int, body: [UInt8])? {
         let fields = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", deviceCode.value)]
-        return try? await post(endpoint, fields: fields, settings: settings, what: "the token endpoint")
+        return try? await post(endpoint, fields: fields, settings: settings, what: "the token endpoint", dpopKey: dpopKey)
     }
 
     /// Exchanges an authorization code for tokens.
     /// - Throws: ``LoginError``.
     public func exchangeCode(
-        endpoint: String, settings: OAuth2Settings, code: String, redirectURI: String, verifier: SecretString
+        endpoint: String, settings: OAuth2Settings, code: String, redirectURI: String, verifier: SecretString, dpopKey: DPoPKey? = nil
     ) async throws(LoginError) -> TokenResponse {
         let fields = [
             ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier.value),
         ]
-        let (status, body) = try await post(endpoint, fields: fields, settings: settings, what: "the token endpoint")
+        let (status, body) = try await post(endpoint, fields: fields, settings: settings, what: "the token endpoint", dpopKey: dpopKey)
         guard status == 200 else {
             if let error = TokenErrorResponse.parse(body) {
                 let detail = error.errorDescription.map { ": \($0)" } ?? ""
@@ -59,9 +62,9 @@ public struct LoginGrantClient: Sendable {
     }
 
     /// POSTs a form with the client's authentication; status and body back.
-    func post(_ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, what: String) async throws(LoginError) -> (
-        Int, [UInt8]
-    ) {
+    func post(
+        _ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, what: String, dpopKey: DPoPKey? = nil
+    ) async throws(LoginError) -> (Int, [UInt8]) {
         do {
             _ = try EndpointPolicy.check(endpoint)
         } catch {
@@ -69,8 +72,11 @@ public struct LoginGrantClient: Sendable {
         }
         // Public clients send client_id in the form, confidential ones authenticate (RFC 6749 §2.3).
         do {
-            let response = try await TokenEndpointClient.postForm(endpoint, fields: fields, settings: settings, pool: pool)
+            let response = try await TokenEndpointClient.postForm(
+                endpoint, fields: fields, settings: settings, pool: pool, dpopKey: dpopKey)
             return (response.status, response.body)
+        } catch let problem as DPoPKey.Problem {
+            throw LoginError(problem.description)
         } catch {
             throw LoginError("\(what) could not be reached: \(TokenEndpointClient.describe(error))")
         }

@@ -22,6 +22,8 @@ struct CallRouter: Sendable {
     let loginSessions = LoginSessions()
     /// Calls waiting for an answer, per uid (shared by every connection's copy of the router).
     let callsInFlight = CallsInFlight()
+    /// The DPoP keys of credentials that proofs were asked for (shared likewise).
+    let dpopKeys = DPoPKeyCache()
     /// Open connections per uid, for the caller's usage in `Status`.
     let connections: ConnectionLimiter
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
@@ -54,6 +56,8 @@ struct CallRouter: Sendable {
         switch call.method {
         case TokenProviderMethod.provideTokenReplacement.rawValue:
             return try provideTokenReplacement(call, caller: caller, eventLoop: eventLoop)
+        case TokenProviderMethod.provideDPoPProof.rawValue:
+            return try provideDPoPProof(call, caller: caller, eventLoop: eventLoop)
         case TokenProviderMethod.status.rawValue:
             return try status(call, caller: caller)
         case TokenProviderMethod.watch.rawValue:
@@ -149,7 +153,7 @@ struct CallRouter: Sendable {
     }
 
     /// The entry of `user` if `caller` may read its token and it may still be served.
-    private func readableEntry(_ user: String, caller: CallerIdentity, method: String) throws(VarlinkError) -> ViewEntry {
+    func readableEntry(_ user: String, caller: CallerIdentity, method: String) throws(VarlinkError) -> ViewEntry {
         guard let entry = view[user] else { throw .unknownUser(user) }
         guard settings.current.accessPolicy.mayRead(caller, readers: entry.resolvedReaders) else {
             logDenied(caller, method: method, user: user)

@@ -48,7 +48,10 @@ struct LoginService: Sendable {
                             "provider \(provider.name) has no device authorization endpoint (set device_authorization_endpoint, or log in with the code flow)"
                         )
                     }
-                    let device = try await LoginGrantClient(pool: registry.httpPool).authorizeDevice(endpoint: endpoint, settings: oauth)
+                    // The token endpoint, discovered or not, for an assertion whose audience it is.
+                    var resolved = oauth
+                    resolved.tokenEndpoint = endpoints.token
+                    let device = try await LoginGrantClient(pool: registry.httpPool).authorizeDevice(endpoint: endpoint, settings: resolved)
                     flow = .device(device, endpoints: endpoints, settings: oauth)
                     challenge = LoginChallenge(
                         loginID: id, flow: .device, verificationURI: device.verificationURI,
@@ -138,14 +141,17 @@ struct LoginService: Sendable {
             "uid": "\(caller.uid)",
         ]
         let request: AddCredentialRequest
+        // The key the provider binds the tokens to, for a DPoP provider (RFC 9449): made here,
+        // used for the token request, and stored sealed with the credential.
+        let dpopKey = session.flow.settings?.dpop == true ? DPoPKey() : nil
         do throws(LoginError) {
-            request = try await credential(for: session, redirectURL: redirectURL)
+            request = try await credential(for: session, redirectURL: redirectURL, dpopKey: dpopKey)
         } catch {
             logger.notice("login failed", metadata: metadata.merging(["reason": "\(error.reason)"]) { $1 })
             throw .loginFailed(user, reason: error.reason, oauthError: error.oauthError)
         }
         do {
-            try await registry.add(request, caller: session.caller, answeredByProvider: true)
+            try await registry.add(request, caller: session.caller, answeredByProvider: true, dpopKey: dpopKey?.secret)
         } catch {
             logger.notice("login failed: the credential was not stored", metadata: metadata.merging(["error": "\(error.name)"]) { $1 })
             throw error
@@ -156,17 +162,20 @@ struct LoginService: Sendable {
     }
 
     /// Runs the rest of the flow and returns what to store.
-    private func credential(for session: LoginSession, redirectURL: String?) async throws(LoginError) -> AddCredentialRequest {
+    private func credential(
+        for session: LoginSession, redirectURL: String?, dpopKey: DPoPKey?
+    ) async throws(LoginError) -> AddCredentialRequest {
         switch session.flow {
         case .device(let device, let endpoints, let oauth):
-            let response = try await pollDevice(device, endpoint: endpoints.token, settings: oauth, until: session.expiresAt)
+            let response = try await pollDevice(
+                device, endpoint: endpoints.token, settings: oauth, dpopKey: dpopKey, until: session.expiresAt)
             try await verifyOIDC(response, endpoints: endpoints, settings: oauth, nonce: nil)
             return request(from: response, session: session)
         case .code(let verifier, let state, let nonce, let redirectURI, let endpoints, let oauth):
             guard let redirectURL else { throw LoginError("the code flow needs the redirect URL") }
             let code = try AuthorizationRedirect.code(from: redirectURL, redirectURI: redirectURI, state: state)
             let response = try await LoginGrantClient(pool: registry.httpPool).exchangeCode(
-                endpoint: endpoints.token, settings: oauth, code: code, redirectURI: redirectURI, verifier: verifier
+                endpoint: endpoints.token, settings: oauth, code: code, redirectURI: redirectURI, verifier: verifier, dpopKey: dpopKey
             )
             try await verifyOIDC(response, endpoints: endpoints, settings: oauth, nonce: nonce)
             return request(from: response, session: session)
@@ -192,9 +201,9 @@ struct LoginService: Sendable {
 
     /// Polls the token endpoint (RFC 8628 §3.4) until the user approves or denies, or the code
     /// expires. Bounded by the code's lifetime.
-    private func pollDevice(_ device: DeviceAuthorization, endpoint: String, settings: OAuth2Settings, until deadline: Timestamp)
-        async throws(LoginError) -> TokenResponse
-    {
+    private func pollDevice(
+        _ device: DeviceAuthorization, endpoint: String, settings: OAuth2Settings, dpopKey: DPoPKey?, until deadline: Timestamp
+    ) async throws(LoginError) -> TokenResponse {
         let client = LoginGrantClient(pool: registry.httpPool)
         var polling = DevicePolling(interval: device.interval)
         var wait = device.interval
@@ -210,7 +219,9 @@ struct LoginService: Sendable {
                 throw LoginError("the login was cancelled")
             }
             let step: DevicePolling.Step
-            if let answer = await client.pollDevice(endpoint: endpoint, settings: settings, deviceCode: device.deviceCode) {
+            if let answer = await client.pollDevice(
+                endpoint: endpoint, settings: settings, deviceCode: device.deviceCode, dpopKey: dpopKey)
+            {
                 step = polling.next(status: answer.status, body: answer.body)
             } else {
                 step = polling.transportFailure()

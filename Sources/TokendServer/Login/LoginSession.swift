@@ -13,6 +13,14 @@ struct LoginSession: Sendable {
             verifier: SecretString, state: String, nonce: String?, redirectURI: String, endpoints: LoginEndpoints, settings: OAuth2Settings)
         case hat(HATSettings)
 
+        /// The OAuth settings of a device or code login.
+        var settings: OAuth2Settings? {
+            switch self {
+            case .device(_, _, let settings), .code(_, _, _, _, _, let settings): settings
+            case .hat: nil
+            }
+        }
+
         var name: LoginFlow {
             switch self {
             case .device: .device

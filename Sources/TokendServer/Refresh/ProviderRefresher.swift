@@ -32,11 +32,16 @@ final class OAuth2Refresher: ProviderRefresher {
     /// The token and revocation endpoints: configured, else discovered from the issuer (once,
     /// then cached; a failed discovery is retried on the next grant).
     func endpoints() async -> (token: String, revocation: String?)? {
+        // A client with a TLS certificate uses the provider's mutual-TLS aliases (RFC 8705 §5).
+        let mutualTLS = settings.tlsClientIdentity != nil
         if let token = settings.tokenEndpoint {
-            return (token, settings.revocationEndpoint ?? discovered.withLock { $0?.revocationEndpoint })
+            return (token, settings.revocationEndpoint ?? discovered.withLock { $0?.revocationEndpoint(mutualTLS: mutualTLS) })
         }
         if let metadata = discovered.withLock({ $0 }) {
-            return (metadata.tokenEndpoint, settings.revocationEndpoint ?? metadata.revocationEndpoint)
+            return (
+                metadata.tokenEndpoint(mutualTLS: mutualTLS),
+                settings.revocationEndpoint ?? metadata.revocationEndpoint(mutualTLS: mutualTLS)
+            )
         }
         guard let issuer = settings.issuer,
             let metadata = try? await discovery.discover(issuer: issuer, caFile: settings.caFile, proxy: settings.proxy)
@@ -44,7 +49,9 @@ final class OAuth2Refresher: ProviderRefresher {
             return nil
         }
         discovered.withLock { $0 = metadata }
-        return (metadata.tokenEndpoint, settings.revocationEndpoint ?? metadata.revocationEndpoint)
+        return (
+            metadata.tokenEndpoint(mutualTLS: mutualTLS), settings.revocationEndpoint ?? metadata.revocationEndpoint(mutualTLS: mutualTLS)
+        )
     }
 
     func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
@@ -54,13 +61,23 @@ final class OAuth2Refresher: ProviderRefresher {
         guard let endpoints = await endpoints() else {
             return .transient(reason: "OpenID Connect discovery for \(settings.issuer ?? "?") failed", retryAfter: nil)
         }
+        var dpopKey: DPoPKey?
+        if let secret = credential.dpopKey {
+            do {
+                dpopKey = try DPoPKey(secret)
+            } catch {
+                return .permanent(error: "invalid_dpop_key", description: error.description)
+            }
+        }
         return await client.refresh(
-            endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, stormPacing: stormPacing, now: now)
+            endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, dpopKey: dpopKey, stormPacing: stormPacing, now: now)
     }
 
     func revoke(_ credential: Credential) async -> String? {
-        if settings.tokenEndpoint == nil, settings.revocationEndpoint == nil { _ = await endpoints() }
-        guard let endpoint = settings.revocationEndpoint ?? discovered.withLock({ $0?.revocationEndpoint }) else { return nil }
+        guard let known = await endpoints(), let endpoint = known.revocation else { return nil }
+        // The token endpoint, discovered or not, for an assertion whose audience it is.
+        var settings = self.settings
+        settings.tokenEndpoint = known.token
         if let refreshToken = credential.refreshToken {
             return await client.revoke(endpoint: endpoint, settings: settings, token: refreshToken, tokenTypeHint: "refresh_token")
         }

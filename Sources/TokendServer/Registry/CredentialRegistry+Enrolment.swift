@@ -1,6 +1,7 @@
 import TokendConfig
 import TokendCore
 import TokendJSON
+import TokendOAuth
 import TokendProtocol
 import TokendStorage
 
@@ -21,7 +22,12 @@ extension CredentialRegistry {
     /// Stores a credential. `answeredByProvider`: the tokens come straight from the provider's
     /// token endpoint (a login), so an answer without a usable lifetime gets `assumed_lifetime`,
     /// as a refresh's would; a caller's `AddCredential` must say when its token expires.
-    func add(_ request: AddCredentialRequest, caller: CallerIdentity, answeredByProvider: Bool = false) async throws(VarlinkError) {
+    /// `dpopKey`: the DPoP key a login's tokens were bound to. A credential added for a DPoP
+    /// provider without one gets a new key, to which its refreshes bind the tokens that follow
+    /// (RFC 9449 §5).
+    func add(
+        _ request: AddCredentialRequest, caller: CallerIdentity, answeredByProvider: Bool = false, dpopKey: SecretString? = nil
+    ) async throws(VarlinkError) {
         let readers = try enrolments.admit(
             user: request.userIdentifier, provider: request.provider, readers: request.readers, caller: caller,
             settings: settings.current, action: "add")
@@ -66,7 +72,8 @@ extension CredentialRegistry {
             sessionStartedAt: lifetime.issuedAt,
             readers: readers,
             enrolment: Enrolment(uid: caller.uid, pid: caller.pid, at: received),
-            status: RefreshStatus(state: .valid)
+            status: RefreshStatus(state: .valid),
+            dpopKey: dpopKey ?? (provider.usesDPoP ? DPoPKey().secret : nil)
         )
 
         await lock(request.userIdentifier)

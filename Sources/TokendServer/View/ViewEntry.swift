@@ -110,9 +110,10 @@ final class ViewEntry: Sendable {
         return bytes
     }
 
-    private func encodeReply() -> [UInt8]? {
+    /// The credentials as a caller gets them; nil if the stored token cannot be read.
+    var credentials: Credentials? {
         guard let secret = try? token.open(userIdentifier: userIdentifier, provider: provider) else { return nil }
-        let wire = Credentials(
+        return Credentials(
             userIdentifier: userIdentifier,
             accessToken: secret.value,
             tokenType: tokenType,
@@ -120,8 +121,16 @@ final class ViewEntry: Sendable {
             issuedAt: issuedAt.secondsSince1970,
             scope: scope
         )
+    }
+
+    /// Whether the token is bound to the credential's DPoP key (`token_type` `DPoP`, RFC 9449
+    /// §5), so that presenting it takes a proof.
+    var isDPoPBound: Bool { tokenType.lowercased() == "dpop" }
+
+    private func encodeReply() -> [UInt8]? {
+        guard let wire = credentials else { return nil }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(160 + secret.value.utf8.count)
+        bytes.reserveCapacity(160 + wire.accessToken.utf8.count)
         VarlinkReply(parameters: ["credentials": .object(wire.json)]).encode(into: &bytes)
         // Kept for the entry's lifetime: trim the reserve (a million replies, 32 bytes each).
         return bytes.withUnsafeBufferPointer { Array($0) }

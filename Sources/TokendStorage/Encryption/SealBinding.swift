@@ -8,6 +8,8 @@ public struct TokenColumn: Sendable, Hashable, CustomStringConvertible {
     public static var accessToken: TokenColumn { TokenColumn("access_token") }
     /// The refresh token.
     public static var refreshToken: TokenColumn { TokenColumn("refresh_token") }
+    /// The private key of a DPoP-bound credential, sealed like its tokens.
+    public static var dpopKey: TokenColumn { TokenColumn("dpop_key") }
 
     public var description: String { name }
 }

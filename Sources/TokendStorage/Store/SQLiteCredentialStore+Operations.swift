@@ -134,7 +134,7 @@ extension SQLiteCredentialStore {
             // values are walked in order through the expression indexes (schema v2): one probe
             // per key in use, however many rows there are.
             var ids = Set<String>()
-            for column in ["access_token", "refresh_token"] {
+            for column in ["access_token", "refresh_token", "dpop_key"] {
                 let key = "substr(\(column), 2, 8)"
                 var last = Data()
                 for _ in 0..<100_000 {
@@ -166,6 +166,7 @@ extension SQLiteCredentialStore {
                         SELECT \(Self.rowColumnList) FROM credentials
                         WHERE substr(access_token, 2, 8) != ?1
                            OR (refresh_token IS NOT NULL AND substr(refresh_token, 2, 8) != ?1)
+                           OR (dpop_key IS NOT NULL AND substr(dpop_key, 2, 8) != ?1)
                         ORDER BY user_identifier LIMIT ?2
                         """,
                     arguments: [currentID, batchSize]
@@ -178,12 +179,12 @@ extension SQLiteCredentialStore {
                     // must still succeed after a rotation.
                     try db.execute(
                         sql: """
-                            UPDATE credentials SET salt = ?, access_token = ?, refresh_token = ?
+                            UPDATE credentials SET salt = ?, access_token = ?, refresh_token = ?, dpop_key = ?
                             WHERE user_identifier = ?
                             """,
                         arguments: [
                             Data(sealed.salt), Data(sealed.accessToken), sealed.refreshToken.map { Data($0) },
-                            credential.userIdentifier,
+                            sealed.dpopKey.map { Data($0) }, credential.userIdentifier,
                         ]
                     )
                 }

@@ -2,11 +2,13 @@ import Foundation
 import GRDB
 import TokendCore
 
-/// The two sealed tokens of a row and the salt their subkey was derived from.
+/// The sealed secrets of a row (its two tokens and, for a DPoP-bound credential, its key) and
+/// the salt their subkey was derived from.
 struct SealedTokens {
     var salt: [UInt8]
     var accessToken: [UInt8]
     var refreshToken: [UInt8]?
+    var dpopKey: [UInt8]?
 }
 
 extension SQLiteCredentialStore {
@@ -22,7 +24,8 @@ extension SQLiteCredentialStore {
             accessToken: try row.seal(credential.accessToken, binding: binding(.accessToken)),
             refreshToken: try credential.refreshToken.map {
                 try row.seal($0, binding: binding(.refreshToken))
-            }
+            },
+            dpopKey: try credential.dpopKey.map { try row.seal($0, binding: binding(.dpopKey)) }
         )
     }
 
@@ -31,7 +34,7 @@ extension SQLiteCredentialStore {
     static let writtenColumns =
         [
             "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at", "issued_at",
-            "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at",
+            "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at", "dpop_key",
         ] + statusColumns + ["generation", "updated_at"]
 
     /// The refresh bookkeeping columns, in the order ``statusValues(_:)`` gives their values.
@@ -58,6 +61,7 @@ extension SQLiteCredentialStore {
             Int64(credential.enrolment.uid),
             Int64(credential.enrolment.pid),
             credential.enrolment.at.millisecondsSince1970,
+            sealed.dpopKey.map { Data($0) },
         ]
         values.reserveCapacity(writtenColumns.count)
         values += statusValues(credential.status)
@@ -109,7 +113,7 @@ extension SQLiteCredentialStore {
     static let rowColumns = [
         "user_identifier", "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at",
         "issued_at", "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at", "state",
-        "last_refresh_at", "last_error", "refresh_count", "grant_started_at", "retry_at", "generation",
+        "last_refresh_at", "last_error", "refresh_count", "grant_started_at", "retry_at", "generation", "dpop_key",
     ]
     /// `SELECT`'s column list for ``rowColumns``.
     static let rowColumnList = rowColumns.joined(separator: ", ")
@@ -154,6 +158,7 @@ extension SQLiteCredentialStore {
                 grantStartedAt: try fields.optionalTimestamp("grant_started_at"),
                 retryAt: try fields.optionalTimestamp("retry_at")
             ),
+            dpopKey: try fields.optional("dpop_key").map { (blob: Data) in try open(blob, .dpopKey) },
             generation: try fields.required("generation")
         )
     }

@@ -2,7 +2,7 @@ import GRDB
 
 extension SQLiteCredentialStore {
     /// The schema version the newest migration produces; recorded in `meta` for people and tools.
-    static let schemaVersion = 2
+    static let schemaVersion = 3
 
     /// The migrations, oldest first. Never edit a registered migration: add a new one.
     ///
@@ -64,6 +64,17 @@ extension SQLiteCredentialStore {
                     CREATE INDEX credentials_access_token_key ON credentials (substr(access_token, 2, 8));
                     CREATE INDEX credentials_refresh_token_key ON credentials (substr(refresh_token, 2, 8));
                     UPDATE meta SET value = 2 WHERE key = 'schema_version';
+                    """
+            )
+        }
+        // The private key of a DPoP-bound credential, sealed like the tokens (same salt, its own
+        // binding), with the same key-id index so that ``keyIDsInUse()`` sees the keys it names.
+        migrator.registerMigration("v3-dpop-key") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE credentials ADD COLUMN dpop_key BLOB;
+                    CREATE INDEX credentials_dpop_key_key ON credentials (substr(dpop_key, 2, 8));
+                    UPDATE meta SET value = 3 WHERE key = 'schema_version';
                     """
             )
         }

@@ -52,17 +52,7 @@ public struct JournalLogHandler: LogHandler {
         if Self.send(fields) < 0 {
             // journald is unreachable: standard error is the journal's stream, so the line still
             // has a chance to reach it (without its fields).
-            Self.writeStandardError("<\(JournalFields.priority(event.level))>\(fields[0].value)\n")
-        }
-    }
-
-    private static func writeStandardError(_ text: String) {
-        var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
-            if written <= 0 { return }
-            offset += written
+            StandardError.write("<\(JournalFields.priority(event.level))>\(fields[0].value)\n")
         }
     }
 

@@ -30,6 +30,8 @@ final class Glewlwyd: @unchecked Sendable {
         case secret
         case privateKeyJWTEC = "pkjwt_ec"
         case privateKeyJWTRSA = "pkjwt_rsa"
+        /// `tls_client_auth`: a certificate from the server's test CA.
+        case mutualTLS = "mtls"
 
         var testDescription: String { rawValue }
     }
@@ -47,6 +49,8 @@ final class Glewlwyd: @unchecked Sendable {
     /// The private key of a `private_key_jwt` client (PEM), and its registered `kid`.
     var clientKeyFile: String { clientInfo["key_file"] as? String ?? "" }
     var clientKeyID: String { clientInfo["kid"] as? String ?? "" }
+    /// The certificate of a mutual-TLS client (its key is ``clientKeyFile``).
+    var clientCertificateFile: String { clientInfo["cert_file"] as? String ?? "" }
 
     /// Starts the server; `arguments` are more `serve` options (e.g. `--refresh-token-one-use never`).
     func start(_ arguments: [String] = [], timeout: Duration = .seconds(60)) async throws {
@@ -96,6 +100,53 @@ final class Glewlwyd: @unchecked Sendable {
             "/usr/bin/python3",
             [Self.script, "approve-device", "--state-dir", stateDirectory, "--client", client.rawValue, "--user-code", userCode])
         guard result.status == 0 else { throw TestFailure("device approval failed: \(result.stderr)") }
+    }
+
+    /// glewlwyd's userinfo endpoint: a resource server that checks DPoP proofs (RFC 9449 §7).
+    var userinfoEndpoint: String { info["userinfo_endpoint"] as? String ?? "" }
+
+    /// GETs the userinfo endpoint with `headers` ("Name: value" lines, on stdin rather than in
+    /// argv since they hold a token): the status, the `DPoP-Nonce` header and the body.
+    func userinfo(headers: [String], url: String? = nil) async throws -> (status: Int, nonce: String?, body: String) {
+        let script = """
+            import json, ssl, sys, urllib.error, urllib.request
+            url, ca = sys.argv[1:3]
+            headers = dict(line.split(": ", 1) for line in sys.stdin.read().splitlines() if line)
+            request = urllib.request.Request(url, headers=headers)
+            try:
+                with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=ca), timeout=10) as answer:
+                    print(json.dumps([answer.status, answer.headers.get("DPoP-Nonce"), answer.read().decode()]))
+            except urllib.error.HTTPError as error:
+                print(json.dumps([error.code, error.headers.get("DPoP-Nonce"), error.read().decode()]))
+            """
+        let result = try await runCommand(
+            "/usr/bin/python3", ["-c", script, url ?? userinfoEndpoint, caFile], stdin: headers.joined(separator: "\n") + "\n")
+        guard result.status == 0, let answer = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [Any],
+            answer.count == 3, let status = answer[0] as? Int
+        else { throw TestFailure("the userinfo request failed: \(result.stderr)") }
+        return (status, answer[1] as? String, answer[2] as? String ?? "")
+    }
+
+    /// A password grant for alice whose tokens glewlwyd binds to a key of the test's own
+    /// (`dpop-ec.key`), not tokend's: what a program would hand tokend with `AddCredential`.
+    func passwordGrantBoundToAnotherKey() async throws -> [String: Any] {
+        let script = """
+            import json, sys
+            sys.path.insert(0, sys.argv[2])
+            import glewlwyd_server as g
+            info = g.load_info(sys.argv[1])
+            key = sys.argv[1] + "/dpop-ec.key"
+            proof = g.dpop_proof(key, g.jwk_from_key(key, "dpop", "ES256"), "POST", info["token_endpoint"])
+            form = {"grant_type": "password", "username": info["user"]["username"], "password": info["user"]["password"],
+                    "scope": "openid read offline_access"}
+            status, _, data = g.token_request(info, "secret", form, extra_headers={"DPoP": proof})
+            if status != 200: sys.exit("status %d: %s" % (status, data))
+            print(data.decode() if isinstance(data, bytes) else data)
+            """
+        let result = try await runCommand(
+            "/usr/bin/python3", ["-c", script, stateDirectory, (Self.script as NSString).deletingLastPathComponent])
+        guard result.status == 0 else { throw TestFailure("the DPoP password grant failed: \(result.stderr)") }
+        return try RawClient.object(result.stdout)
     }
 
     /// The HTTP status and body of a refresh grant sent by the test itself (as `tokend-secret`).

@@ -32,9 +32,10 @@ enum Fixture {
         provider: String = "example",
         accessToken: String = Fixture.token("at"),
         refreshToken: String? = Fixture.token("rt"),
-        scope: String? = "read write"
+        scope: String? = "read write",
+        dpopKey: Bool = false
     ) -> Credential {
-        Credential(
+        var credential = Credential(
             userIdentifier: user,
             provider: provider,
             accessToken: SecretString(accessToken),
@@ -55,6 +56,10 @@ enum Fixture {
                 retryAt: nil
             )
         )
+        if dpopKey {
+            credential.dpopKey = SecretString("-----BEGIN PRIVATE KEY-----\n\(Fixture.token("dpop"))\n-----END PRIVATE KEY-----\n")
+        }
+        return credential
     }
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import secrets
 import signal
 from typing import Dict, Iterator, List
 
@@ -17,7 +18,7 @@ import pytest
 pytest.register_assert_rewrite("helpers")  # before the import: helpers' asserts explain themselves
 
 import tokend  # noqa: E402
-from helpers import Daemon, IdentityProvider, ResourceServer, remove_scratch, scratch_directory, PROVIDER
+from helpers import DPOP_PROVIDER, Daemon, IdentityProvider, ResourceServer, remove_scratch, scratch_directory, PROVIDER
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -108,6 +109,15 @@ def enrolled(client, user, pool) -> Dict:
     response = pool.take()
     client.add_token_response(user, PROVIDER, response)
     return response
+
+
+@pytest.fixture
+def dpop_enrolled(client, user) -> str:
+    """``user`` with a DPoP-bound credential of ``DPOP_PROVIDER`` (token type ``DPoP``, valid for an
+    hour, no refresh token): tokend made its key at enrolment. Returns the access token."""
+    access_token = "dpop-at-" + secrets.token_urlsafe(24)
+    client.add_credential(user, DPOP_PROVIDER, access_token, token_type="DPoP", expires_in=3600)
+    return access_token
 
 
 @pytest.fixture

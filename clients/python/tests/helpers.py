@@ -33,6 +33,9 @@ IDP_SCRIPT = REPO / "Tests" / "idp" / "idp.py"
 CLIENT_ID = "tokend-test"
 CLIENT_SECRET = "tokend-test-secret"
 PROVIDER = "idp"
+#: A provider with ``dpop = true``: tokend makes a DPoP key for each credential added for it. Its
+#: token endpoint (the discard port) is never contacted: its credentials have no refresh token.
+DPOP_PROVIDER = "dpop"
 
 
 def bin_dir() -> Path:
@@ -188,7 +191,8 @@ class IdentityProvider:
 
 
 class Daemon:
-    """The real tokend, on a configuration in ``directory`` whose provider ``idp`` is ``idp``."""
+    """The real tokend, on a configuration in ``directory`` whose provider ``idp`` is ``idp``, and
+    whose provider ``dpop`` (``DPOP_PROVIDER``) binds tokens to DPoP keys."""
 
     def __init__(self, directory: Path, idp: IdentityProvider, extra_daemon: str = "") -> None:
         self.directory = directory
@@ -212,6 +216,12 @@ class Daemon:
             + 'client_id = "%s"\n' % CLIENT_ID
             + 'client_secret_file = "idp-secret"\n'
             'client_auth = "client_secret_basic"\n'
+            "\n[providers.%s]\n" % DPOP_PROVIDER
+            + 'kind = "oauth2"\n'
+            'token_endpoint = "http://127.0.0.1:9/token"\n'
+            'client_id = "tokend-dpop-test"\n'
+            'client_auth = "none"\n'
+            "dpop = true\n"
         )
 
     def start(self, timeout: float = 20.0) -> None:
@@ -317,7 +327,7 @@ class ResourceServer:
     """An HTTP API on 127.0.0.1 that accepts a bearer token only while the IdP says it is active
     (RFC 7662 introspection with the confidential client's credentials), as a real resource
     server would. ``reject_all`` makes it answer 401 to everything; ``redirect_to`` makes
-    ``/redirect`` answer 302 to that URL. It records every request."""
+    ``/redirect`` answer 302 to that URL. It records every request (its headers by lowercase name)."""
 
     def __init__(self, idp: IdentityProvider) -> None:
         self.idp = idp
@@ -338,7 +348,10 @@ class ResourceServer:
                 header = self.headers.get("Authorization") or ""
                 scheme, _, token = header.partition(" ")
                 with server._lock:
-                    server.seen.append({"method": self.command, "path": self.path, "token": token, "body": body})
+                    server.seen.append(
+                        {"method": self.command, "path": self.path, "token": token, "body": body,
+                         "headers": {name.lower(): value for name, value in self.headers.items()}}
+                    )
                 if self.path == "/redirect" and server.redirect_to:
                     self.send_response(302)
                     self.send_header("Location", server.redirect_to)
@@ -384,6 +397,24 @@ class ResourceServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(5)
+
+
+def base64url_decode(text: str) -> bytes:
+    """Base64url without padding (JWS, RFC 7515 §2), strictly: padding or other characters fail."""
+    assert text and "=" not in text and set(text) <= set(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    ), text
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def decode_jwt(token: str) -> Any:
+    """The header and claims of a compact JWS, and its signing input and signature (not verified)."""
+    parts = token.split(".")
+    assert len(parts) == 3, "a compact JWS has three parts, not %d" % len(parts)
+    header = json.loads(base64url_decode(parts[0]))
+    claims = json.loads(base64url_decode(parts[1]))
+    assert isinstance(header, dict) and isinstance(claims, dict)
+    return header, claims, (parts[0] + "." + parts[1]).encode("ascii"), base64url_decode(parts[2])
 
 
 def refused_twice(api: ResourceServer, idp: IdentityProvider, send: Callable[[], Any]) -> Any:

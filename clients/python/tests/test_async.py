@@ -4,12 +4,14 @@ by asyncio.wait_for."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import time
 
 import pytest
 
 import tokend
-from helpers import PROVIDER, SilentServer
+from helpers import PROVIDER, SilentServer, decode_jwt
 
 
 def run(coroutine, limit: float = 30.0):
@@ -40,6 +42,45 @@ def test_async_token_and_errors(daemon, idp, user):
 
     fresh = run(scenario())
     assert idp.introspect(fresh.access_token)["active"] is True
+
+
+def test_async_dpop_proof_and_errors(daemon, user, dpop_enrolled, pool):
+    url = "https://api.example.com/v1/items"
+    bearer = pool.take()
+
+    async def scenario():
+        async with tokend.AsyncClient(daemon.socket_path, timeout=10) as client:
+            first = await client.dpop_proof(user, "GET", url + "?q=1#f", nonce="n-1")
+            second = await client.dpop_proof(user, "POST", url, min_valid=60)
+            await client.add_token_response(user + "-bearer", PROVIDER, bearer)
+            try:
+                with pytest.raises(tokend.InvalidCredential) as unbound:
+                    await client.dpop_proof(user + "-bearer", "GET", url)
+                assert unbound.value.reason and "not DPoP-bound" in unbound.value.reason
+            finally:
+                await client.remove_credential(user + "-bearer")
+            with pytest.raises(tokend.InvalidParameter) as invalid:
+                await client.dpop_proof(user, "GET", "ftp://x")
+            assert invalid.value.parameter == "httpUri"
+            with pytest.raises(tokend.UnknownUser):
+                await client.dpop_proof("py-nobody-async", "GET", url)
+            # Still usable after error replies.
+            third = await client.dpop_proof(user, "GET", url)
+            return first, second, third
+
+    first, second, third = run(scenario())
+    assert all(isinstance(proof, tokend.DPoPProof) for proof in (first, second, third))
+    assert first.credentials.access_token == dpop_enrolled and first.credentials.token_type == "DPoP"
+    assert first.headers == {"Authorization": "DPoP " + dpop_enrolled, "DPoP": first.proof}
+    assert dpop_enrolled not in repr(first) and first.proof not in repr(first)
+    (header, claims, _, _), (second_header, second_claims, _, _) = decode_jwt(first.proof), decode_jwt(second.proof)
+    assert header["typ"] == "dpop+jwt" and header["alg"] == "ES256" and "d" not in header["jwk"]
+    assert (claims["htm"], claims["htu"], claims["nonce"]) == ("GET", url, "n-1")
+    assert (second_claims["htm"], second_claims["htu"]) == ("POST", url) and "nonce" not in second_claims
+    ath = base64.urlsafe_b64encode(hashlib.sha256(dpop_enrolled.encode()).digest()).decode().rstrip("=")
+    assert claims["ath"] == second_claims["ath"] == ath
+    assert len({claims["jti"], second_claims["jti"], decode_jwt(third.proof)[1]["jti"]}) == 3
+    assert header["jwk"] == second_header["jwk"]  # the same key
 
 
 def test_async_calls_share_one_connection(daemon, user, enrolled):

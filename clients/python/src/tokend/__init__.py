@@ -14,7 +14,7 @@ from . import _errors
 from ._aio import AsyncClient, AsyncWatch
 from ._client import Client, Watch
 from ._errors import *  # noqa: F401,F403  (the exceptions: the names in _errors.__all__)
-from ._types import Credentials, CredentialStatus, DaemonStatus, Status
+from ._types import Credentials, CredentialStatus, DaemonStatus, DPoPProof, Status
 from ._wire import DEFAULT_SOCKET_PATH, SOCKET_ENVIRONMENT_VARIABLE
 
 __version__ = "0.1.0"
@@ -25,6 +25,7 @@ __all__ = [
     "Client",
     "Watch",
     "Credentials",
+    "DPoPProof",
     "CredentialStatus",
     "DaemonStatus",
     "Status",

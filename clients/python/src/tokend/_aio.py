@@ -14,6 +14,7 @@ from ._common import (
     Seconds,
     WatchBase,
     add_parameters,
+    dpop_parameters,
     raise_waiting_error,
     response_arguments,
     token_parameters,
@@ -21,7 +22,7 @@ from ._common import (
     user_parameters,
 )
 from ._errors import Timeout
-from ._types import Credentials, Status
+from ._types import Credentials, DPoPProof, Status
 from ._wire import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, connect_error, too_large_error
 
 __all__ = ["AsyncClient", "AsyncWatch"]
@@ -140,6 +141,13 @@ class AsyncClient(ClientBase, AsyncClosing):
         """An access token for ``user`` valid for at least ``min_valid`` seconds (see ``Client.token``)."""
         reply = await self.call("ProvideTokenReplacement", token_parameters(user, min_valid, rejected))
         return Credentials.from_wire(reply.get("credentials"))
+
+    async def dpop_proof(
+        self, user: str, method: str, url: str, *, nonce: Optional[str] = None, min_valid: Seconds = 0
+    ) -> DPoPProof:
+        """A DPoP proof for one request with the DPoP-bound token of ``user`` (see ``Client.dpop_proof``)."""
+        reply = await self.call("ProvideDPoPProof", dpop_parameters(user, method, url, nonce, min_valid))
+        return DPoPProof.from_wire(reply)
 
     async def status(self, user: Optional[str] = None) -> Status:
         """The daemon's status and the credentials this caller may see (or only ``user``'s)."""

@@ -16,6 +16,7 @@ from ._common import (
     Seconds,
     WatchBase,
     add_parameters,
+    dpop_parameters,
     positive_seconds,
     raise_waiting_error,
     response_arguments,
@@ -24,7 +25,7 @@ from ._common import (
     user_parameters,
 )
 from ._errors import Timeout
-from ._types import Credentials, Status
+from ._types import Credentials, DPoPProof, Status
 from ._wire import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, connect_error, too_large_error
 
 __all__ = ["Client", "Watch"]
@@ -142,7 +143,8 @@ class Client(ClientBase, Closing):
     The client connects on its first call and reuses that connection for every call, from any
     number of threads (calls are serialised by a lock). When the daemon closed the connection
     since the last call (it restarted), the next call reconnects once; a call that may have
-    reached the daemon is only sent again when it changes nothing (``token``, ``status``).
+    reached the daemon is only sent again when it changes nothing (``token``, ``dpop_proof``,
+    ``status``).
     Every call waits at most ``timeout`` seconds for its reply, then raises ``Timeout``.
 
     Args:
@@ -175,6 +177,25 @@ class Client(ClientBase, Closing):
         parameters = token_parameters(user, min_valid, rejected)
         reply = self.call("ProvideTokenReplacement", parameters)
         return Credentials.from_wire(reply.get("credentials"))
+
+    def dpop_proof(
+        self, user: str, method: str, url: str, *, nonce: Optional[str] = None, min_valid: Seconds = 0
+    ) -> DPoPProof:
+        """A DPoP proof (RFC 9449) for one HTTP request with the DPoP-bound token of ``user``,
+        signed by tokend with the credential's key (which never leaves the daemon).
+
+        ``method`` is the request's method (``"GET"``, ...), ``url`` its absolute ``https`` URL
+        (``http`` only to a loopback host); the proof leaves out its query and fragment.
+        ``nonce`` is the resource server's ``DPoP-Nonce``, when its answer demanded one. The
+        token stays valid for at least ``min_valid`` seconds, as for ``token``. Send the request
+        with the proof's ``headers``, and ask again for the next request: proofs are not reused.
+
+        Raises ``InvalidCredential`` when the credential's tokens are not DPoP-bound,
+        ``InvalidParameter`` (``parameter`` ``httpMethod``, ``httpUri`` or ``nonce``) for a
+        method, URL or nonce tokend refuses, and otherwise what ``token`` raises.
+        """
+        parameters = dpop_parameters(user, method, url, nonce, min_valid)
+        return DPoPProof.from_wire(self.call("ProvideDPoPProof", parameters))
 
     def status(self, user: Optional[str] = None) -> Status:
         """The daemon's status and the credentials this caller may see (or only ``user``'s)."""

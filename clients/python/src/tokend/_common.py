@@ -19,6 +19,7 @@ Seconds = Union[int, float, _dt.timedelta]
 IDEMPOTENT_METHODS = frozenset(
     [
         "io.tokend.TokenProvider.ProvideTokenReplacement",
+        "io.tokend.TokenProvider.ProvideDPoPProof",
         "io.tokend.TokenProvider.Status",
         "org.varlink.service.GetInfo",
         "org.varlink.service.GetInterfaceDescription",
@@ -299,6 +300,23 @@ def token_parameters(user: str, min_valid: Seconds, rejected: Optional[str]) -> 
         "userIdentifier": user_identifier(user),
         "minValidSeconds": minimum if minimum else None,
         "rejectedToken": rejected or None,
+    }
+
+
+def dpop_parameters(user: str, method: str, url: str, nonce: Optional[str], min_valid: Seconds) -> Dict[str, Any]:
+    if not isinstance(method, str) or not method:
+        raise InvalidParameter("method must be the request's HTTP method, such as 'GET'", parameters={"parameter": "httpMethod"})
+    if not isinstance(url, str) or not url:
+        raise InvalidParameter("url must be the request's absolute URL (a string)", parameters={"parameter": "httpUri"})
+    if nonce is not None and (not isinstance(nonce, str) or not nonce):
+        raise InvalidParameter("nonce must be the DPoP-Nonce (a string) the server sent", parameters={"parameter": "nonce"})
+    minimum = whole_seconds(min_valid, "min_valid")
+    return {
+        "userIdentifier": user_identifier(user),
+        "httpMethod": method,
+        "httpUri": url,
+        "nonce": nonce,
+        "minValidSeconds": minimum if minimum else None,
     }
 
 

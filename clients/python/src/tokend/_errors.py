@@ -129,7 +129,8 @@ class UnknownProvider(TokendError):
 
 
 class InvalidCredential(TokendError):
-    """tokend refused the token response given to ``add_credential``."""
+    """tokend refused the token response given to ``add_credential``, or ``dpop_proof`` was asked
+    for a credential whose tokens are not DPoP-bound."""
 
     reason = _text_property("reason")
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, Ty
 
 from ._errors import ProtocolError
 
-__all__ = ["Credentials", "CredentialStatus", "DaemonStatus", "Status"]
+__all__ = ["Credentials", "DPoPProof", "CredentialStatus", "DaemonStatus", "Status"]
 
 _T = TypeVar("_T")
 
@@ -49,6 +49,35 @@ class Credentials:
     def from_wire(cls, value: Any) -> "Credentials":
         """Credentials from the ``credentials`` object of a reply; ``ProtocolError`` if malformed."""
         return _from_wire(cls, value, "credentials", "tokend's reply has no credentials object")
+
+
+@dataclasses.dataclass(frozen=True)
+class DPoPProof:
+    """A DPoP proof (RFC 9449) for one HTTP request, and the DPoP-bound credentials it goes with.
+
+    Send the request with ``headers``; ask tokend again for the next request (a proof names the
+    method and URL it was made for, and has an id of its own). ``repr()`` and ``str()`` never
+    show the token or the proof.
+    """
+
+    credentials: Credentials
+    #: The compact JWS for the ``DPoP`` header.
+    proof: str = dataclasses.field(repr=False)
+
+    @property
+    def headers(self) -> Dict[str, str]:
+        """The HTTP headers of the request: ``Authorization: DPoP <access_token>`` and
+        ``DPoP: <proof>`` (a new dict each time)."""
+        return {"Authorization": "DPoP %s" % self.credentials.access_token, "DPoP": self.proof}
+
+    @classmethod
+    def from_wire(cls, parameters: Mapping[str, Any]) -> "DPoPProof":
+        """The proof of a ``ProvideDPoPProof`` reply's parameters; ``ProtocolError`` if malformed."""
+        credentials = Credentials.from_wire(parameters.get("credentials"))
+        proof = parameters.get("proof")
+        if not isinstance(proof, str) or not proof:
+            raise ProtocolError("tokend's ProvideDPoPProof reply has no proof")
+        return cls(credentials=credentials, proof=proof)
 
 
 @dataclasses.dataclass(frozen=True)
