@@ -203,6 +203,9 @@ public struct CredentialStatus: Sendable, Hashable {
     /// The token lives no longer than its provider's `refresh_margin`; it is refreshed at about
     /// two thirds of its lifetime instead. Absent (nil) otherwise.
     public var shorterThanMargin: Bool?
+    /// The access token's type: `Bearer`, or `DPoP` for tokens bound to the credential's key,
+    /// which take a proof per request (`ProvideDPoPProof`).
+    public var tokenType: String?
 
     public init(
         userIdentifier: String, provider: String, state: String, expiresAt: Int64, issuedAt: Int64, sessionStartedAt: Int64,
@@ -239,6 +242,7 @@ public struct CredentialStatus: Sendable, Hashable {
         object.setIfPresent("leaseHolder", leaseHolder.map(JSONValue.string))
         object.setIfPresent("leaseExpiresAt", leaseExpiresAt.map(JSONValue.int))
         object.setIfPresent("shorterThanMargin", shorterThanMargin.map(JSONValue.bool))
+        object.setIfPresent("tokenType", tokenType.map(JSONValue.string))
         return object
     }
 
@@ -255,6 +259,7 @@ public struct CredentialStatus: Sendable, Hashable {
         leaseHolder = try r.optionalString("leaseHolder")
         leaseExpiresAt = try r.optionalInt("leaseExpiresAt")
         shorterThanMargin = try r.optionalBool("shorterThanMargin")
+        tokenType = try r.optionalString("tokenType")
     }
 }
 

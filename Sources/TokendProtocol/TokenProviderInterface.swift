@@ -81,7 +81,10 @@ public enum TokenProviderInterface {
           leaseExpiresAt: ?int,
           # The token lives no longer than its provider's refresh_margin, so it is refreshed at about
           # two thirds of its lifetime instead; absent otherwise.
-          shorterThanMargin: ?bool
+          shorterThanMargin: ?bool,
+          # The access token's type: Bearer, or DPoP for tokens bound to the credential's key, which
+          # take a proof per request (ProvideDPoPProof).
+          tokenType: ?string
         )
 
         # Returns an access token for userIdentifier that stays valid for at least minValidSeconds

@@ -116,6 +116,9 @@ struct DPoPProofCallTests {
         #expect(secondClaims["jti"] as? String != claims["jti"] as? String)
         #expect(secondClaims["nonce"] as? String == "server-nonce-1" && secondClaims["htm"] as? String == "POST")
         #expect(second["jkt"] as? String == seen["jkt"] as? String)
+        // Status says which credentials take proofs.
+        #expect(try OAuthRefreshTests.status(client, "alice")["tokenType"] as? String == "DPoP")
+        #expect(try OAuthRefreshTests.status(client, "bob")["tokenType"] as? String == "Bearer")
         // Through tokenctl: the two headers, one per line.
         let headers = try await runCommand(
             Repository.binary("tokenctl"), ["token", "alice", "--dpop", "GET", "https://api.example/x", "--socket", daemon.socketPath])

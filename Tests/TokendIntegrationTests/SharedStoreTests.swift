@@ -109,6 +109,33 @@ struct SharedStoreTests {
         }
     }
 
+    /// A DPoP-bound credential enrolled through one node is proven with the same key by every
+    /// node: the key travels sealed through the shared store and is opened where it is needed.
+    @Test func aDPoPKeyEnrolledOnOneNodeSignsOnEveryNode() async throws {
+        let fleet = try await Fleet(count: 2, lifetime: 3600, providerExtra: "dpop = true")
+        let token = Tokens.random("fleet-dpop-")
+        let added = try fleet.client(0).call(
+            DPoPProofCallTests.call(
+                "AddCredential",
+                [
+                    "userIdentifier": "alice", "provider": "example", "accessToken": token, "refreshToken": Tokens.random("rt-"),
+                    "tokenType": "DPoP", "expiresIn": 3600,
+                ]))
+        #expect(added.errorName == nil, "\(added)")
+        var thumbprints: [String] = []
+        for node in 0..<2 {
+            var reply: [String: Any] = [:]
+            _ = try await fleet.eventually(.seconds(10)) {
+                reply = try fleet.client(node).call(DPoPProofCallTests.proofCall())
+                return reply.errorName == nil
+            }
+            let proof = try #require(reply.parameters["proof"] as? String, "node \(node): \(reply) \(fleet.logs)")
+            thumbprints.append(try #require(try await DPoPProofCallTests.inspect(proof, token: token)["jkt"] as? String))
+        }
+        #expect(thumbprints.count == 2 && thumbprints[0] == thumbprints[1], "\(thumbprints)")
+        await fleet.stop()
+    }
+
     @Test func eachCredentialIsRefreshedOncePerCycleAcrossTheFleetAndWatchersEverywhereSeeIt() async throws {
         let fleet = try await Fleet(count: 3, lifetime: 8)
         let users = ["alice", "bob", "carol"]

@@ -15,8 +15,10 @@ Control is on the same port; these paths are never forwarded:
                          times        apply to the next N matching requests, then back to pass
                          path         only requests whose path starts with this (default: all)
   GET  /__fault        the current fault
-  GET  /__stats        {"requests", "token_posts", "inflight", "max_inflight", "faults_applied"}
-                       (token_posts/inflight count POSTs to --token-path only)
+  GET  /__stats        {"requests", "token_posts", "inflight", "max_inflight", "faults_applied",
+                        "dpop_nonces"} (token_posts/inflight count POSTs to --token-path only;
+                        dpop_nonces: the nonce claim of each such POST's DPoP proof, null if none,
+                        the last 50; no proof, no entry)
   POST /__stats/reset  zero the counters
 Modes:
   pass             forward unchanged
@@ -41,6 +43,9 @@ Modes:
                    value as given (0, -5, "3600", 10**13, ...), or remove it when the fault has none
   echo_refresh_token  400 invalid_grant whose error_description quotes the request's
                    refresh_token (a server that echoes secrets into its errors)
+  dpop_nonce       400 {"error": "use_dpop_nonce"} with a new DPoP-Nonce header every time (RFC 9449 §8):
+                   with "times": 1 a server that wants a nonce once, without it one that refuses
+                   even proofs carrying the nonce it just gave
   stand_in[:SECONDS]  answer token POSTs itself (after SECONDS): 200 with fresh random access and refresh
                    tokens, expires_in 3600 (benchmarks only: tokend's cost per grant when the
                    token endpoint is not the bottleneck)
@@ -69,6 +74,15 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Payload Too La
            431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
+
+
+def proof_nonce(proof):
+    """The nonce claim of a DPoP proof (not verified: the proxy only reports what was sent)."""
+    try:
+        claims = proof.split(".")[1]
+        return json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4))).get("nonce")
+    except (IndexError, ValueError):
+        return "<not a JWT>"
 
 class HTTPError(Exception):
     def __init__(self, status):
@@ -109,7 +123,8 @@ class Proxy:
 
     def reset_stats(self):
         # inflight lives outside: a reset must not forget requests still in flight.
-        self.stats = {"requests": 0, "token_posts": 0, "max_inflight": self.inflight, "faults_applied": 0}
+        self.stats = {"requests": 0, "token_posts": 0, "max_inflight": self.inflight, "faults_applied": 0,
+                      "dpop_nonces": []}
 
     def snapshot(self):
         return dict(self.stats, inflight=self.inflight)
@@ -156,6 +171,9 @@ class Proxy:
         counted = method == "POST" and path == self.args.token_path
         if counted:
             self.stats["token_posts"] += 1
+            proof = header(headers, "dpop")
+            if proof:
+                self.stats["dpop_nonces"] = (self.stats["dpop_nonces"] + [proof_nonce(proof)])[-50:]
             self.inflight += 1
             self.stats["max_inflight"] = max(self.stats["max_inflight"], self.inflight)
         try:
@@ -201,6 +219,9 @@ class Proxy:
             error = {429: "slow_down", 503: "temporarily_unavailable"}.get(status, "server_error")
             return await self.respond(writer, status, {"error": error, "error_description": f"faultproxy {status}"},
                                       keep, extra)
+        if mode == "dpop_nonce":
+            return await self.respond(writer, 400, {"error": "use_dpop_nonce", "error_description": "faultproxy wants a nonce"},
+                                      keep, [("DPoP-Nonce", secrets.token_urlsafe(12))])
         if mode == "malformed_json":
             return await self.respond(writer, 200, b'{"access_token": "AbC123", "token_type": "Bea', keep)
         if mode == "no_access_token":

@@ -161,6 +161,7 @@ final class ViewEntry: Sendable {
             enrolledByUid: Int64(enrolment.uid)
         )
         if shorterThanMargin { status.shorterThanMargin = true }
+        status.tokenType = tokenType
         return status
     }
 }

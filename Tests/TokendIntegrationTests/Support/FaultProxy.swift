@@ -26,6 +26,9 @@ final class FaultProxy: @unchecked Sendable {
 
     func stats() async throws -> [String: Any] { try await request("GET", "/__stats", body: nil) }
 
+    /// Zeroes the counters.
+    func resetStats() async throws { _ = try await request("POST", "/__stats/reset", body: nil) }
+
     private func request(_ method: String, _ path: String, body: [String: Any]?) async throws -> [String: Any] {
         let script = """
             import json, sys, urllib.request
