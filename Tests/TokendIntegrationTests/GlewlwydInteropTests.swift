@@ -151,13 +151,15 @@ struct GlewlwydInteropTests {
         try await setup.stop()
     }
 
-    /// `tokenctl login --device` against glewlwyd, as a client with a secret and as one with a
-    /// key (the device authorization request and the polls carry a client assertion): the user
-    /// code is approved as alice would, the tokens go from glewlwyd into the store, and the
-    /// refresh token from the login works.
-    @Test(arguments: [Glewlwyd.Client.secret, .privateKeyJWTEC])
+    /// `tokenctl login --device` against glewlwyd, as a client with a secret, as one with a
+    /// key (the device authorization request and the polls carry a client assertion), and as
+    /// one with a certificate (glewlwyd started with `--mtls-aliases` accepts it only at the
+    /// aliases of its discovery document, so the login works only if tokend uses them): the
+    /// user code is approved as alice would, the tokens go from glewlwyd into the store, and
+    /// the refresh token from the login works.
+    @Test(arguments: [Glewlwyd.Client.secret, .privateKeyJWTEC, .mutualTLS])
     func deviceLoginStoresARefreshableCredential(client: Glewlwyd.Client) async throws {
-        let setup = try await Setup.start(["--device-interval", "1"], client: client)
+        let setup = try await Setup.start(["--device-interval", "1"] + (client == .mutualTLS ? ["--mtls-aliases"] : []), client: client)
         try await setup.deviceLogin("bob")
         let first = try await setup.tokenctl(["token", "bob"])
         #expect(first.status == 0, "\(first.stderr)")
