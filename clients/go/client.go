@@ -35,8 +35,8 @@ func SocketPath() string {
 	return DefaultSocketPath
 }
 
-// Option configures a Client, a TokenSource or a Transport. Options that do not apply to
-// what they are given to are ignored.
+// Option configures a Client, a TokenSource, a Transport, a DPoPTransport or a DPoPProof call.
+// Options that do not apply to what they are given to are ignored.
 type Option func(*settings)
 
 type settings struct {
@@ -44,6 +44,7 @@ type settings struct {
 	timeout    time.Duration
 	maxMessage int
 	minValid   time.Duration
+	nonce      string
 	client     *Client
 	ctx        context.Context
 }
@@ -81,12 +82,17 @@ func WithMaxMessageBytes(n int) Option {
 	}
 }
 
-// WithMinValid sets how long a token from a TokenSource or Transport must stay valid; tokend
-// refreshes first when the current one expires sooner (default 0: any unexpired token).
+// WithMinValid sets how long a token from a TokenSource, a Transport, a DPoPTransport or a
+// DPoPProof call must stay valid; tokend refreshes first when the current one expires sooner
+// (default 0: any unexpired token).
 func WithMinValid(d time.Duration) Option { return func(s *settings) { s.minValid = d } }
 
-// WithClient makes a TokenSource or Transport use an existing Client (its socket and
-// timeout) instead of making its own.
+// WithNonce sets the nonce of a DPoPProof call: the DPoP-Nonce the resource server sent
+// (default "": the proof has no nonce).
+func WithNonce(nonce string) Option { return func(s *settings) { s.nonce = nonce } }
+
+// WithClient makes a TokenSource, a Transport or a DPoPTransport use an existing Client (its
+// socket and timeout) instead of making its own.
 func WithClient(c *Client) Option { return func(s *settings) { s.client = c } }
 
 // WithContext sets the context of the calls a TokenSource makes (oauth2.TokenSource.Token
@@ -173,6 +179,63 @@ func (c *Client) Token(ctx context.Context, user string, minValid time.Duration,
 		return nil, err
 	}
 	return credentials, nil
+}
+
+// DPoPProof returns a DPoP proof (RFC 9449) for one HTTP request with user's DPoP-bound access
+// token, signed by tokend with the credential's key (which never leaves the daemon), and the
+// credentials it goes with. httpMethod is the request's method ("GET", …); httpURI its absolute
+// https URL (http only to a loopback host), whose query and fragment the proof leaves out.
+// Options: WithNonce, the resource server's DPoP-Nonce when it demanded one; WithMinValid, as
+// minValid for Token. Send the request with SetHeaders, and ask again for the next request: a
+// proof is made for one request and is not cached.
+//
+// Errors: *InvalidCredentialError when the credential's tokens are not DPoP-bound, a
+// *VarlinkError matching ErrInvalidParameter (Parameters["parameter"] httpMethod, httpUri or
+// nonce) for a method, URL or nonce tokend refuses, and otherwise those of Token.
+func (c *Client) DPoPProof(ctx context.Context, user, httpMethod, httpURI string, opts ...Option) (*DPoPProof, error) {
+	const method = interfaceName + ".ProvideDPoPProof"
+	if err := checkIdentifier(user, "userIdentifier", method); err != nil {
+		return nil, err
+	}
+	if httpMethod == "" {
+		return nil, &invalidArgumentError{parameter: "httpMethod", method: method, problem: "is empty"}
+	}
+	if httpURI == "" {
+		return nil, &invalidArgumentError{parameter: "httpUri", method: method, problem: "is empty"}
+	}
+	var s settings
+	for _, opt := range opts {
+		opt(&s)
+	}
+	parameters := map[string]any{"userIdentifier": user, "httpMethod": httpMethod, "httpUri": httpURI}
+	if s.nonce != "" {
+		parameters["nonce"] = s.nonce
+	}
+	if seconds := wholeSecondsRoundingUp(s.minValid); seconds > 0 {
+		parameters["minValidSeconds"] = seconds
+	}
+	var proof *DPoPProof
+	err := c.roundTrip(ctx, call{Method: method, Parameters: parameters}, func(r *reply) error {
+		credentials, err := credentialsOf(r, method, user)
+		if err != nil {
+			return err
+		}
+		var wire struct {
+			Proof *string `json:"proof"`
+		}
+		if err := r.decodeParameters(&wire, method); err != nil {
+			return err
+		}
+		if wire.Proof == nil || *wire.Proof == "" {
+			return &ProtocolError{Method: method, Detail: `field "proof" is missing`}
+		}
+		proof = &DPoPProof{Credentials: *credentials, Proof: *wire.Proof}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return proof, nil
 }
 
 // Status returns the daemon's status and that of the credentials the caller may see: one
@@ -371,8 +434,8 @@ func (c *Client) release(cn *conn) {
 	}
 }
 
-// credentialsOf reads the credentials of a ProvideTokenReplacement or Watch reply, which must
-// be user's.
+// credentialsOf reads the credentials of a ProvideTokenReplacement, ProvideDPoPProof or Watch
+// reply, which must be user's.
 func credentialsOf(r *reply, method, user string) (*Credentials, error) {
 	var parameters struct {
 		Credentials *wireCredentials `json:"credentials"`

@@ -10,6 +10,11 @@
 //
 //	httpClient := oauth2.NewClient(ctx, tokend.TokenSource("alice", tokend.WithMinValid(time.Minute)))
 //
+// With a DPoP-bound credential, tokend signs a DPoP proof for each request:
+//
+//	proof, err := client.DPoPProof(ctx, "alice", http.MethodGet, "https://api.example/resource")
+//	proof.SetHeaders(req)
+//
 // Errors that tokend sends back are typed (*UnknownUserError, *ReauthenticationRequiredError,
 // *RefreshFailedError, …) and match sentinels with errors.Is (ErrUnknownUser, …); a daemon
 // that is not running gives a *DaemonUnavailableError (ErrDaemonUnavailable) naming the

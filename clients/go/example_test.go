@@ -52,6 +52,27 @@ func ExampleNewTransport() {
 	resp.Body.Close()
 }
 
+func ExampleClient_DPoPProof() {
+	ctx := context.Background()
+	client := tokend.NewClient()
+	defer client.Close()
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example/resource", nil)
+	proof, err := client.DPoPProof(ctx, "alice", req.Method, req.URL.String())
+	if err != nil {
+		log.Fatal(err) // *InvalidCredentialError when alice's tokens are not DPoP-bound
+	}
+	proof.SetHeaders(req) // Authorization: DPoP <token>, DPoP: <proof>; one proof per request
+}
+
+func ExampleNewDPoPTransport() {
+	httpClient := &http.Client{Transport: tokend.NewDPoPTransport("alice"), Timeout: 30 * time.Second}
+	resp, err := httpClient.Get("https://api.example/resource") // a proof per request; a use_dpop_nonce 401 is retried once
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
 func ExampleClient_Watch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

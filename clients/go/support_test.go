@@ -9,6 +9,8 @@ package tokend_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -31,6 +33,10 @@ const (
 	idpClientID     = "tokend-test"
 	idpClientSecret = "tokend-test-secret"
 	idpLifetime     = 3600
+	// dpopProvider has dpop = true: tokend makes a DPoP key for each credential added for it.
+	// Its token endpoint (the discard port) is never contacted: its credentials have no refresh
+	// token.
+	dpopProvider = "dpop"
 )
 
 var (
@@ -345,7 +351,14 @@ revocation_endpoint = "%[1]s/o/revoke_token/"
 client_id = "%[2]s"
 client_secret_file = "idp-secret"
 client_auth = "client_secret_basic"
-`, p.base(), idpClientID)
+
+[providers.%[3]s]
+kind = "oauth2"
+token_endpoint = "http://127.0.0.1:9/token"
+client_id = "tokend-dpop-test"
+client_auth = "none"
+dpop = true
+`, p.base(), idpClientID, dpopProvider)
 	d := &daemon{dir: dir, config: filepath.Join(dir, "tokend.toml"), socket: filepath.Join(dir, "tokend.sock"),
 		log: filepath.Join(dir, "tokend.log")}
 	if err := os.WriteFile(d.config, []byte(config), 0o644); err != nil {
@@ -442,6 +455,26 @@ func enrolMinted(t *testing.T, c *tokend.Client, user string, minted tokenRespon
 		t.Fatalf("AddCredential(%s): %v", user, err)
 	}
 	return minted
+}
+
+// enrolDPoP stores a DPoP-bound credential of dpopProvider for user (token type DPoP, valid for
+// an hour, no refresh token): tokend makes its key. It returns the access token.
+func enrolDPoP(t *testing.T, c *tokend.Client, user string) string {
+	t.Helper()
+	random := make([]byte, 18)
+	if _, err := rand.Read(random); err != nil {
+		t.Fatal(err)
+	}
+	accessToken := "go-dpop-at-" + base64.RawURLEncoding.EncodeToString(random)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.AddCredential(ctx, tokend.AddCredentialRequest{
+		UserIdentifier: user, Provider: dpopProvider, AccessToken: accessToken, TokenType: "DPoP", ExpiresIn: time.Hour,
+	})
+	if err != nil {
+		t.Fatalf("AddCredential(%s, provider %s): %v", user, dpopProvider, err)
+	}
+	return accessToken
 }
 
 func tail(path string) string {

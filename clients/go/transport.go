@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"regexp"
 	"time"
 )
 
@@ -82,6 +83,108 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	discard(resp)
 	second.Header.Set("Authorization", fresh.AuthorizationHeader())
 	return t.base().RoundTrip(second)
+}
+
+// DPoPTransport is an http.RoundTripper that sends each request with user's DPoP-bound token
+// and a DPoP proof (RFC 9449) that tokend makes for that request ("Authorization: DPoP <token>",
+// "DPoP: <proof>"). When the server answers 401 Unauthorized demanding a nonce (a DPoP-Nonce
+// header and WWW-Authenticate: DPoP error="use_dpop_nonce"), it asks tokend for a proof with
+// that nonce and sends the request once more; never more than once. It keeps no nonce from one
+// request to the next. It is safe for concurrent use.
+//
+//	httpClient := &http.Client{Transport: tokend.NewDPoPTransport("alice")}
+//
+// When tokend makes no proof for a request, the request is not sent and the error is returned
+// (*InvalidCredentialError for tokens that are not DPoP-bound, …). When it makes none with the
+// server's nonce, the server's 401 response is returned as it is, unless the credential needs a
+// new login or is gone. A request whose body cannot be replayed (Body set, GetBody nil) is not
+// retried.
+type DPoPTransport struct {
+	Client   *Client
+	User     string
+	MinValid time.Duration
+	// Base sends the requests; nil means http.DefaultTransport.
+	Base http.RoundTripper
+}
+
+// NewDPoPTransport returns a DPoPTransport for user. Options: WithClient, WithSocket,
+// WithTimeout, WithMinValid.
+func NewDPoPTransport(user string, opts ...Option) *DPoPTransport {
+	s := newSettings(opts)
+	client := s.client
+	if client == nil {
+		client = &Client{path: s.socket, timeout: s.timeout, maxMessage: s.maxMessage}
+	}
+	return &DPoPTransport{Client: client, User: user, MinValid: s.minValid}
+}
+
+func (t *DPoPTransport) base() http.RoundTripper {
+	if t.Base != nil {
+		return t.Base
+	}
+	return http.DefaultTransport
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *DPoPTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	// The proof's htu leaves out the query and fragment (tokend drops them too); the userinfo
+	// is no part of it either. None of them is sent to tokend.
+	target := *req.URL
+	target.User, target.RawQuery, target.ForceQuery, target.Fragment, target.RawFragment = nil, "", false, "", ""
+	uri := target.String()
+	proof, err := t.Client.DPoPProof(ctx, t.User, method, uri, WithMinValid(t.MinValid))
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	first := req.Clone(ctx)
+	proof.SetHeaders(first)
+	resp, err := t.base().RoundTrip(first)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || !replayable {
+		return resp, err
+	}
+	nonce := resp.Header.Get("DPoP-Nonce")
+	if nonce == "" || !demandsDPoPNonce(resp.Header) {
+		return resp, nil
+	}
+	retry, err := t.Client.DPoPProof(ctx, t.User, method, uri, WithMinValid(t.MinValid), WithNonce(nonce))
+	if err != nil {
+		if endsCredential(err) {
+			discard(resp)
+			return nil, err
+		}
+		return resp, nil
+	}
+	second := req.Clone(ctx)
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return resp, nil
+		}
+		second.Body = body
+	}
+	discard(resp)
+	retry.SetHeaders(second)
+	return t.base().RoundTrip(second)
+}
+
+// useDPoPNonce matches a DPoP challenge whose error is use_dpop_nonce (RFC 9449 §9).
+var useDPoPNonce = regexp.MustCompile(`(?i)(?:^|,)\s*DPoP(?:\s.*)?[\s,]error\s*=\s*(?:"use_dpop_nonce"|use_dpop_nonce)\s*(?:,|$)`)
+
+// demandsDPoPNonce reports whether a 401's WWW-Authenticate demands a DPoP nonce.
+func demandsDPoPNonce(header http.Header) bool {
+	for _, value := range header.Values("WWW-Authenticate") {
+		if useDPoPNonce.MatchString(value) {
+			return true
+		}
+	}
+	return false
 }
 
 func endsCredential(err error) bool {

@@ -3,6 +3,7 @@ package tokend
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -36,6 +37,32 @@ func (c Credentials) String() string {
 }
 
 func (c Credentials) GoString() string { return c.String() }
+
+// DPoPProof is a DPoP proof (RFC 9449) for one HTTP request, and the DPoP-bound credentials it
+// goes with. A proof names the method and URL it was made for and has an id of its own: use it
+// for one request. Its String and GoString (so %v, %+v and %#v) never show the token or the
+// proof.
+type DPoPProof struct {
+	Credentials Credentials
+	// Proof is the compact JWS (ES256, typ dpop+jwt) for the DPoP header.
+	Proof string
+}
+
+// SetHeaders sets the headers of the request the proof was made for:
+// "Authorization: DPoP <token>" and "DPoP: <proof>".
+func (p DPoPProof) SetHeaders(req *http.Request) {
+	if req.Header == nil {
+		req.Header = make(http.Header)
+	}
+	req.Header.Set("Authorization", "DPoP "+p.Credentials.AccessToken)
+	req.Header.Set("DPoP", p.Proof)
+}
+
+func (p DPoPProof) String() string {
+	return fmt.Sprintf("tokend.DPoPProof{Credentials: %s, Proof: %s}", p.Credentials, redacted)
+}
+
+func (p DPoPProof) GoString() string { return p.String() }
 
 // DaemonStatus is the daemon as a whole. Times are zero when absent.
 type DaemonStatus struct {
