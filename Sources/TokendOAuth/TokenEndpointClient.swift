@@ -53,14 +53,15 @@ public struct TokenEndpointClient: Sendable {
         let body = FormEncoding.encode(fields)
         let deadline = NIODeadline.now() + .milliseconds(pool.timeouts.request.milliseconds)
         do {
-            let response = try await pool.dpopNonces.send(to: endpoint, key: dpopKey, now: now) { (proof) throws(FormPostFailure) in
+            let (response, retried) = try await pool.dpopNonces.send(to: endpoint, key: dpopKey, now: now) {
+                (proof) throws(FormPostFailure) in
                 try await pool.formPosts.post(
                     url: endpoint, headers: proof.map { headers + [("DPoP", $0)] } ?? headers, body: body, caFile: settings.caFile,
                     proxy: settings.proxy, identity: settings.tlsClientIdentity, maximumBodyBytes: Self.maximumResponseBytes,
                     deadline: deadline)
             }
             if dpopKey != nil, response.demandsDPoPNonce {
-                return .transient(reason: Self.nonceDemandedTwice, retryAfter: nil)
+                return .transient(reason: retried ? Self.nonceDemandedTwice : Self.nonceDemandedWithoutOne, retryAfter: nil)
             }
             return GrantOutcome.classify(status: response.status, retryAfterHeader: response.retryAfter, body: response.body, now: now())
         } catch {
@@ -77,6 +78,9 @@ public struct TokenEndpointClient: Sendable {
 
     /// The reason given when a server refuses a proof made with its own new nonce as well.
     static let nonceDemandedTwice = "the token endpoint demanded a new DPoP nonce twice in a row (use_dpop_nonce)"
+    /// The reason given when a server demands a nonce but sends none tokend can use.
+    static let nonceDemandedWithoutOne =
+        "the token endpoint demanded a DPoP nonce (use_dpop_nonce) without a usable DPoP-Nonce header"
 
     /// Endpoints that passed ``EndpointPolicy/check(_:)``: a provider's token endpoint is the
     /// same string for every grant, and parsing it each time was ~1.5 % of a refresh storm's CPU.
@@ -153,7 +157,7 @@ public struct TokenEndpointClient: Sendable {
                     status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"),
                     dpopNonce: response.headers.first(name: "DPoP-Nonce"), body: response.body.map { Array(buffer: $0) } ?? []
                 )
-            }
+            }.answer
         } catch {
             switch error.kind {
             case .proof(let problem): throw problem

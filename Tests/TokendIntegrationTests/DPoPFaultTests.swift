@@ -7,6 +7,8 @@ import TokendTestSupport
 /// server does (a new nonce every time). Proofs are counted and read at the proxy.
 @Suite(.serialized)
 struct DPoPFaultTests {
+    /// One retry with the server's nonce; none after a second demand, or after a demand that
+    /// gives no nonce; each failure a RefreshFailed that says which, within `call_timeout`.
     @Test func aDemandedNonceIsSentOnceAndAServerThatKeepsDemandingGetsNoThirdRequest() async throws {
         let (setup, proxy) = try await IdPDaemon.startBehindProxy(
             providerExtra: "dpop = true",
@@ -39,6 +41,13 @@ struct DPoPFaultTests {
         #expect(stats["token_posts"] as? Int == 2, "no third request: \(stats)")
         #expect(second.first as? String == given, "the remembered nonce goes with the next grant at once")
         #expect(second.count == 2 && second.last as? String != given)
+        // A demand without a nonce: nothing to retry with, and the reason says so.
+        try await Task.sleep(for: .milliseconds(1200))
+        try await proxy.resetStats()
+        try await proxy.set(["mode": "dpop_nonce:none", "path": "/o/token/"])
+        let without = try client.call(Tokens.tokenCall(user: "alice", minValid: 7200))
+        #expect((without.parameters["reason"] as? String)?.contains("without a usable DPoP-Nonce") == true, "\(without)")
+        #expect(try await proxy.stats()["token_posts"] as? Int == 1)
         // The token already held is still served.
         #expect(try client.call(Tokens.tokenCall(user: "alice")).accessToken == fresh)
         try await setup.stop()

@@ -45,7 +45,7 @@ Modes:
                    refresh_token (a server that echoes secrets into its errors)
   dpop_nonce       400 {"error": "use_dpop_nonce"} with a new DPoP-Nonce header every time (RFC 9449 §8):
                    with "times": 1 a server that wants a nonce once, without it one that refuses
-                   even proofs carrying the nonce it just gave
+                   even proofs carrying the nonce it just gave; dpop_nonce:none sends no DPoP-Nonce
   stand_in[:SECONDS]  answer token POSTs itself (after SECONDS): 200 with fresh random access and refresh
                    tokens, expires_in 3600 (benchmarks only: tokend's cost per grant when the
                    token endpoint is not the bottleneck)
@@ -220,8 +220,9 @@ class Proxy:
             return await self.respond(writer, status, {"error": error, "error_description": f"faultproxy {status}"},
                                       keep, extra)
         if mode == "dpop_nonce":
+            nonce = [] if arg == "none" else [("DPoP-Nonce", secrets.token_urlsafe(12))]
             return await self.respond(writer, 400, {"error": "use_dpop_nonce", "error_description": "faultproxy wants a nonce"},
-                                      keep, [("DPoP-Nonce", secrets.token_urlsafe(12))])
+                                      keep, nonce)
         if mode == "malformed_json":
             return await self.respond(writer, 200, b'{"access_token": "AbC123", "token_type": "Bea', keep)
         if mode == "no_access_token":

@@ -58,12 +58,13 @@ extension DPoPNonces {
     /// Sends a request to `endpoint` with a proof of `key` (none without a key), and once more
     /// with the server's new nonce when it answers `use_dpop_nonce` (RFC 9449 §8): that answer
     /// means the server did not act on the request, so sending it again is safe. A second
-    /// demand is returned as it is; the caller says so.
+    /// demand, or one without a usable nonce, is returned as it is; the caller says so.
+    /// - Returns: the last answer, and whether the request was sent again with a nonce.
     func send<Answer: DPoPAnswer, Failure: Error>(
         to endpoint: String, key: DPoPKey?, now: () -> Timestamp, _ send: (_ proof: String?) async throws(Failure) -> Answer
-    ) async throws(DPoPSendFailure<Failure>) -> Answer {
+    ) async throws(DPoPSendFailure<Failure>) -> (answer: Answer, retried: Bool) {
         guard let key else {
-            do { return try await send(nil) } catch { throw DPoPSendFailure(kind: .transport(error)) }
+            do { return (try await send(nil), false) } catch { throw DPoPSendFailure(kind: .transport(error)) }
         }
         let target: DPoPTarget
         do {
@@ -81,7 +82,7 @@ extension DPoPNonces {
             do { answer = try await send(proof) } catch { throw DPoPSendFailure(kind: .transport(error)) }
             let fresh = remember(answer.dpopNonce, for: endpoint)
             // One retry, and only with a nonce the server has not already seen refused.
-            guard attempt == 1, answer.demandsDPoPNonce, let fresh, fresh != nonce else { return answer }
+            guard attempt == 1, answer.demandsDPoPNonce, let fresh, fresh != nonce else { return (answer, attempt > 1) }
             nonce = fresh
         }
     }
