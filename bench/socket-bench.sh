@@ -33,7 +33,7 @@ RESULTS_DIR=${RESULTS_DIR:-$BENCH_DIR/results}
 KEEP_TMP=${KEEP_TMP:-0}
 DO_PIN=${DO_PIN:-1}
 DO_CPR=${DO_CPR:-1}
-MESSAGE='{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"bench-user"}}'
+CALL=${CALL:-token}                    # token: ProvideTokenReplacement; dpop: ProvideDPoPProof
 
 usage() {
     cat <<EOF
@@ -50,6 +50,9 @@ usage: $0 [options]
   --reply-bytes N         floor-only: reply size of the stand-in (default 100)
   --results-dir DIR       where socket-<timestamp>.json goes (default bench/results)
   --keep-tmp              keep the temp dir (config, logs, raw results)
+  --call token|dpop       what each request asks (default token): a cached token, or a DPoP
+                          proof for a DPoP-bound credential (one P-256 signature per call);
+                          dpop results go to dpop-socket-<timestamp>.json (env CALL)
 env: TOKEND_BIN, TOKENCTL_BIN (default .build-release/dist/{tokend,tokenctl}), FLOOR_MODE
      (thread|epoll, default thread), FLOOR_CPR_MODE (default epoll), PIN_CPU (default 0)
 EOF
@@ -69,12 +72,20 @@ while [ $# -gt 0 ]; do
     --reply-bytes) REPLY_BYTES=$2; shift ;;
     --results-dir) RESULTS_DIR=$2; shift ;;
     --keep-tmp) KEEP_TMP=1 ;;
+    --call) CALL=$2; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "socket-bench: unknown argument: $1" >&2; usage >&2; exit 1 ;;
     esac
     shift
 done
 
+case "$CALL" in
+token) MESSAGE='{"method":"io.tokend.TokenProvider.ProvideTokenReplacement","parameters":{"userIdentifier":"bench-user"}}'
+    TOKEN_TYPE=Bearer DPOP=false RESULT_PREFIX=socket ;;
+dpop) MESSAGE='{"method":"io.tokend.TokenProvider.ProvideDPoPProof","parameters":{"userIdentifier":"bench-user","httpMethod":"GET","httpUri":"https://api.example.com/items?page=2"}}'
+    TOKEN_TYPE=DPoP DPOP=true RESULT_PREFIX=dpop-socket ;;
+*) echo "socket-bench: --call must be token or dpop, got '$CALL'" >&2; exit 1 ;;
+esac
 for v in REQUESTS DURATION REPEAT WARMUP CPR_REQUESTS CPR_CONNECTIONS PIN_CPU; do
     [[ ${!v} =~ ^[0-9]+$ ]] || { echo "socket-bench: $v must be a whole number, got '${!v}'" >&2; exit 1; }
 done
@@ -172,7 +183,7 @@ else
     TARGET_NAME="tokend"
     mkdir -p "$TMP/state"
     chmod 700 "$TMP/state"
-    cat >"$TMP/tokend.toml" <<'EOF'
+    cat >"$TMP/tokend.toml" <<EOF
 [daemon]
 socket = "tokend.sock"
 state_directory = "state"
@@ -184,6 +195,7 @@ kind = "oauth2"
 token_endpoint = "http://127.0.0.1:9/token"
 client_id = "bench"
 client_auth = "none"
+dpop = $DPOP
 EOF
     TARGET_SOCK="$TMP/tokend.sock"
     TARGET_CPR_SOCK=$TARGET_SOCK
@@ -209,8 +221,8 @@ EOF
     rand=$(head -c 4096 /dev/urandom | LC_ALL=C tr -dc 'A-Za-z0-9')
     ACCESS_TOKEN=${rand:0:40}
     REFRESH_TOKEN=${rand:40:40}
-    printf '{"access_token":"%s","refresh_token":"%s","expires_in":86400,"token_type":"Bearer"}' \
-        "$ACCESS_TOKEN" "$REFRESH_TOKEN" >"$TMP/token.json"
+    printf '{"access_token":"%s","refresh_token":"%s","expires_in":86400,"token_type":"%s"}' \
+        "$ACCESS_TOKEN" "$REFRESH_TOKEN" "$TOKEN_TYPE" >"$TMP/token.json"
     if ! timeout 30 "$TOKENCTL_BIN" add bench-user --socket "$TARGET_SOCK" --provider bench \
         <"$TMP/token.json" >"$TMP/tokenctl.log" 2>&1; then
         log "tokenctl add failed:"; cat "$TMP/tokenctl.log" >&2
@@ -336,10 +348,10 @@ done
 
 mkdir -p "$RESULTS_DIR"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
-OUT="$RESULTS_DIR/socket-$STAMP.json"
+OUT="$RESULTS_DIR/$RESULT_PREFIX-$STAMP.json"
 json_str() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\n')"; }
 {
-    printf '{"kind":"tokend-socket-bench","started":"%s","finished":"%s",' "$START_TS" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    printf '{"kind":"tokend-socket-bench","call":"%s","started":"%s","finished":"%s",' "$CALL" "$START_TS" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     printf '"floor_only":%s,"target":"%s",' "$([ "$FLOOR_ONLY" = 1 ] && echo true || echo false)" "$TARGET_NAME"
     printf '"tokend_bin":%s,' "$([ "$FLOOR_ONLY" = 1 ] && echo null || json_str "$TOKEND_BIN")"
     printf '"request_bytes":%s,"reply_bytes":%s,' "$REQUEST_BYTES" "$MEASURED_REPLY"

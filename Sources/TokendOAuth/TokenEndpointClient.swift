@@ -38,25 +38,31 @@ public struct TokenEndpointClient: Sendable {
         } catch {
             return .permanent(error: "insecure_endpoint", description: error.description)
         }
-        var fields: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.value)]
-        if let scope = settings.scope { fields.append(("scope", scope)) }
-        var headers = [("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded"), ("User-Agent", "tokend")]
-        do {
-            if let authorization = try Self.authenticate(fields: &fields, settings: settings, endpoint: endpoint, now: now()) {
-                headers.append(("Authorization", authorization))
-            }
-        } catch {
-            return .transient(reason: error.description, retryAfter: nil)
-        }
+        var grant: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.value)]
+        if let scope = settings.scope { grant.append(("scope", scope)) }
+        let plainHeaders = [
+            ("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded"), ("User-Agent", "tokend"),
+        ]
         pool.pacer?.requestStarted(pacing: stormPacing)
         defer { pool.pacer?.requestFinished(pacing: stormPacing) }
-        let body = FormEncoding.encode(fields)
         let deadline = NIODeadline.now() + .milliseconds(pool.timeouts.request.milliseconds)
         do {
             let (response, retried) = try await pool.dpopNonces.send(to: endpoint, key: dpopKey, now: now) {
                 (proof) throws(FormPostFailure) in
-                try await pool.formPosts.post(
-                    url: endpoint, headers: proof.map { headers + [("DPoP", $0)] } ?? headers, body: body, caFile: settings.caFile,
+                // Authenticated per attempt: a client assertion is good for one request (its
+                // jti), so a retry with a server's nonce gets a new one.
+                var fields = grant
+                var headers = plainHeaders
+                do throws(ClientAssertionSigner.KeyProblem) {
+                    if let authorization = try Self.authenticate(fields: &fields, settings: settings, endpoint: endpoint, now: now()) {
+                        headers.append(("Authorization", authorization))
+                    }
+                } catch {
+                    throw FormPostFailure(kind: .other, requestSent: false, detail: error.description)
+                }
+                if let proof { headers.append(("DPoP", proof)) }
+                return try await pool.formPosts.post(
+                    url: endpoint, headers: headers, body: FormEncoding.encode(fields), caFile: settings.caFile,
                     proxy: settings.proxy, identity: settings.tlsClientIdentity, maximumBodyBytes: Self.maximumResponseBytes,
                     deadline: deadline)
             }
@@ -132,25 +138,23 @@ public struct TokenEndpointClient: Sendable {
         _ endpoint: String, fields: [(String, String)], settings: OAuth2Settings, pool: HTTPClientPool, acceptJSON: Bool = true,
         dpopKey: DPoPKey? = nil
     ) async throws -> FormResponse {
-        var fields = fields
-        var headers = HTTPHeaders()
-        if acceptJSON { headers.add(name: "Accept", value: "application/json") }
-        headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
-        headers.add(name: "User-Agent", value: "tokend")
-        if let authorization = try authenticate(
-            fields: &fields, settings: settings, endpoint: endpoint, now: WallClock.now())
-        {
-            headers.add(name: "Authorization", value: authorization)
-        }
-        let body = FormEncoding.encode(fields)
+        var plainHeaders = HTTPHeaders()
+        if acceptJSON { plainHeaders.add(name: "Accept", value: "application/json") }
+        plainHeaders.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        plainHeaders.add(name: "User-Agent", value: "tokend")
         let client = pool.client(for: endpoint, caFile: settings.caFile, proxy: settings.proxy, identity: settings.tlsClientIdentity)
         let deadline = NIODeadline.now() + .milliseconds(pool.timeouts.request.milliseconds)
         do {
             return try await pool.dpopNonces.send(to: endpoint, key: dpopKey, now: WallClock.now) { (proof) throws(any Error) in
-                var requestHeaders = headers
-                if let proof { requestHeaders.add(name: "DPoP", value: proof) }
+                // Authenticated per attempt (a client assertion is good for one request).
+                var form = fields
+                var headers = plainHeaders
+                if let authorization = try authenticate(fields: &form, settings: settings, endpoint: endpoint, now: WallClock.now()) {
+                    headers.add(name: "Authorization", value: authorization)
+                }
+                if let proof { headers.add(name: "DPoP", value: proof) }
                 let request = try HTTPClient.Request(
-                    url: endpoint, method: .POST, headers: requestHeaders, body: .byteBuffer(ByteBuffer(string: body)))
+                    url: endpoint, method: .POST, headers: headers, body: .byteBuffer(ByteBuffer(string: FormEncoding.encode(form))))
                 let accumulator = ResponseAccumulator(request: request, maxBodySize: maximumResponseBytes)
                 let response = try await client.execute(request: request, delegate: accumulator, deadline: deadline).futureResult.get()
                 return FormResponse(

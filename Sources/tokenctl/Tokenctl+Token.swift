@@ -8,7 +8,8 @@ extension Tokenctl {
             abstract: "Print a fresh access token for a user, and nothing else.",
             discussion: """
                 Prints the access token and a newline on stdout, for use in scripts: \
-                curl -H "Authorization: Bearer $(tokenctl token alice)" …
+                curl -H @<(printf 'Authorization: Bearer %s\\n' "$(tokenctl token alice)") … \
+                (curl reads the header from a file, so the token is not on its command line).
                 On failure nothing is printed on stdout; the reason goes to stderr and the exit \
                 status says what kind of failure it was:
                 \(TokenctlExitStatus.helpText)
@@ -20,7 +21,7 @@ extension Tokenctl {
                 prints the two headers of one request instead, "Authorization: DPoP <token>" \
                 and "DPoP: <proof>", one per line; the proof is made by tokend with the \
                 credential's key and is good for that one request. With curl: \
-                mapfile -t h < <(tokenctl token alice --dpop GET "$url") && curl -H "${h[0]}" -H "${h[1]}" "$url"
+                curl -H @<(tokenctl token alice --dpop GET "$url") "$url"
                 """
         )
 

@@ -11,6 +11,8 @@ struct DPoPTargetTests {
         ("GET", "http://127.0.0.1:8080/x", "http://127.0.0.1:8080/x"),
         ("PATCH", "http://localhost/", "http://localhost/"),
         ("M-SEARCH", "https://[::1]:9/q?x#y", "https://[::1]:9/q"),
+        ("GET", "HTTPS://API.Example.COM:443/Items/X", "https://api.example.com/Items/X"),
+        ("GET", "http://LOCALHOST:80", "http://localhost/"),
     ])
     func accepted(method: String, uri: String, htu: String) throws {
         let target = try DPoPTarget(method: method, uri: uri)

@@ -39,8 +39,13 @@ public struct DPoPTarget: Sendable, Hashable {
             throw Problem(parameter: "httpUri", description: "is cleartext http to a host other than the loopback")
         }
         self.method = method
-        // RFC 9449 §4.3 compares htu after RFC 3986 normalisation, where an empty path is "/".
-        self.uri = parsed.path.isEmpty ? String(target) + "/" : String(target)
+        // RFC 9449 §4.3 compares htu after RFC 3986 §6.2.2–6.2.3 normalisation: the scheme and
+        // host in lower case, no default port, "/" for an empty path. Servers should normalise
+        // too; sending the normal form spares the ones that compare strings.
+        let host = parsed.host.contains(":") ? "[\(parsed.host)]" : parsed.host
+        let defaultPort = parsed.scheme == "https" ? 443 : 80
+        let port = parsed.port.flatMap { $0 == defaultPort ? nil : ":\($0)" } ?? ""
+        self.uri = "\(parsed.scheme)://\(host.lowercased())\(port)\(parsed.path.isEmpty ? "/" : parsed.path)"
     }
 
     /// RFC 9110 §5.6.2 `tchar`.

@@ -10,6 +10,8 @@ public struct JWTTimeClaims: Sendable, Hashable {
     public var expiresAt: Timestamp?
     public var issuer: String?
     public var subject: String?
+    /// `cnf.jkt` (RFC 9449 §6.1): the thumbprint of the DPoP key the token is bound to.
+    public var dpopKeyThumbprint: String?
 
     /// Reads the claims of a compact JWS (`header.payload.signature`); `nil` when `token` is
     /// not a JWT (an opaque token).
@@ -22,6 +24,7 @@ public struct JWTTimeClaims: Sendable, Hashable {
         expiresAt = claims["exp"].flatMap(Self.numericDate)
         issuer = claims["iss"]?.stringValue
         subject = claims["sub"]?.stringValue
+        if case .object(let confirmation)? = claims["cnf"] { dpopKeyThumbprint = confirmation["jkt"]?.stringValue }
     }
 
     /// A NumericDate (RFC 7519 §2): seconds since the epoch, possibly fractional.

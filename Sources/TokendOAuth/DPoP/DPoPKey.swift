@@ -8,6 +8,10 @@ import TokendJSON
 /// signatures leave tokend.
 public struct DPoPKey: Sendable {
     let privateKey: P256.Signing.PrivateKey
+    /// The base64url JOSE header every proof of this key carries (`typ`, `alg`, `jwk`): the
+    /// same for each proof, so made once (deriving and encoding the public key each time was
+    /// most of a proof's cost besides the signature).
+    let encodedProofHeader: String
 
     /// Why a stored key cannot be used: one line, never the key.
     public struct Problem: Error, CustomStringConvertible {
@@ -15,16 +19,24 @@ public struct DPoPKey: Sendable {
     }
 
     /// A new key, from the system's random source.
-    public init() { privateKey = P256.Signing.PrivateKey() }
+    public init() { self.init(privateKey: P256.Signing.PrivateKey()) }
+
+    private init(privateKey: P256.Signing.PrivateKey) {
+        self.privateKey = privateKey
+        let raw = Array(privateKey.publicKey.rawRepresentation)
+        encodedProofHeader = Self.proofHeader(x: Base64URL.encode(raw[0..<32]), y: Base64URL.encode(raw[32..<64]))
+    }
 
     /// The key stored as ``secret``.
     /// - Throws: ``Problem`` when the text is not a P-256 private key.
     public init(_ secret: SecretString) throws(Problem) {
+        let key: P256.Signing.PrivateKey
         do {
-            privateKey = try P256.Signing.PrivateKey(pemRepresentation: secret.value)
+            key = try P256.Signing.PrivateKey(pemRepresentation: secret.value)
         } catch {
             throw Problem(description: "the credential's DPoP key is not a P-256 private key")
         }
+        self.init(privateKey: key)
     }
 
     /// The private key as PEM (PKCS #8), for the store, which seals it like a token.

@@ -77,6 +77,8 @@ public struct LoginGrantClient: Sendable {
             return (response.status, response.body)
         } catch let problem as DPoPKey.Problem {
             throw LoginError(problem.description)
+        } catch let problem as ClientAssertionSigner.KeyProblem {
+            throw LoginError(problem.description)
         } catch {
             throw LoginError("\(what) could not be reached: \(TokenEndpointClient.describe(error))")
         }

@@ -1,5 +1,4 @@
 import NIOCore
-import Synchronization
 import TokendCore
 import TokendJSON
 import TokendOAuth
@@ -35,7 +34,7 @@ extension CallRouter {
         }
         let now = now()
         let decision = ServeDecision.decide(deadline: entry.deadline, now: now, minimumValidity: .seconds(minValidSeconds))
-        if decision == .serve, let key = dpopKeys.key(of: user, enrolment: entry.enrolment) {
+        if decision == .serve, let key = view.dpopKeys.key(of: user, enrolment: entry.enrolment) {
             return .reply(try Self.proofReply(entry, key: key, target: target, nonce: nonce, now: now))
         }
         return deferred(
@@ -44,13 +43,13 @@ extension CallRouter {
                 .refreshFailed(
                     user, reason: "no fresh token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
             }
-        ) { [registry, dpopKeys, self] in
+        ) { [registry, view, self] in
             var current = entry
             if decision != .serve {
                 current = try await registry.freshEntry(
                     for: user, reason: .tooShortLived(minimumValidity: .seconds(minValidSeconds)), caller: caller)
             }
-            let key = try await dpopKeys.load(of: user, matching: current, from: registry.store)
+            let key = try await view.dpopKeys.load(of: user, matching: current, from: registry.store)
             return [try Self.proofReply(current, key: key, target: target, nonce: nonce, now: self.now())]
         }
     }
@@ -71,51 +70,5 @@ extension CallRouter {
         var bytes: [UInt8] = []
         VarlinkReply(parameters: ["credentials": .object(credentials.json), "proof": .string(proof)]).encode(into: &bytes)
         return bytes
-    }
-}
-
-/// The DPoP keys of the credentials programs ask proofs for, opened from the store once and
-/// kept with the enrolment of the credential they belong to. A credential keeps its key across
-/// refreshes; a replaced one (a new enrolment) has a new key, which is then read again.
-final class DPoPKeyCache: Sendable {
-    private let keys = Mutex<[String: (enrolment: Enrolment, key: DPoPKey)]>([:])
-
-    /// At most this many keys are kept; more clear the cache (it refills from the store).
-    static let capacity = 10_000
-
-    func key(of user: String, enrolment: Enrolment) -> DPoPKey? {
-        keys.withLock { keys in keys[user].flatMap { $0.enrolment == enrolment ? $0.key : nil } }
-    }
-
-    /// Reads the key of `user` from the store, for the token of `entry`.
-    /// - Throws: `StorageFailed` when it cannot be read, `InvalidCredential` when the stored
-    ///   credential has no key, a retryable `RefreshFailed` when it was replaced since `entry`.
-    func load(of user: String, matching entry: ViewEntry, from store: any CredentialStore) async throws(VarlinkError) -> DPoPKey {
-        if let known = key(of: user, enrolment: entry.enrolment) { return known }
-        let stored: Credential?
-        do {
-            stored = try await store.load(userIdentifier: user)
-        } catch {
-            throw .storageFailed("the credential's DPoP key could not be read")
-        }
-        guard let stored else { throw .unknownUser(user) }
-        guard let secret = stored.dpopKey else {
-            throw .invalidCredential("'\(user)' has no DPoP key: its tokens cannot be presented with a proof")
-        }
-        let key: DPoPKey
-        do {
-            key = try DPoPKey(secret)
-        } catch {
-            throw .storageFailed(error.description)
-        }
-        // Replaced since the entry was read: the entry's token is bound to the old key.
-        guard stored.enrolment == entry.enrolment else {
-            throw .refreshFailed(user, reason: "the credential was replaced while its proof was made; ask again", retryAt: nil)
-        }
-        keys.withLock { keys in
-            if keys.count >= Self.capacity { keys.removeAll() }
-            keys[user] = (entry.enrolment, key)
-        }
-        return key
     }
 }

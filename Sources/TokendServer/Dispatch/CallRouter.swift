@@ -22,8 +22,6 @@ struct CallRouter: Sendable {
     let loginSessions = LoginSessions()
     /// Calls waiting for an answer, per uid (shared by every connection's copy of the router).
     let callsInFlight = CallsInFlight()
-    /// The DPoP keys of credentials that proofs were asked for (shared likewise).
-    let dpopKeys = DPoPKeyCache()
     /// Open connections per uid, for the caller's usage in `Status`.
     let connections: ConnectionLimiter
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).

@@ -47,7 +47,7 @@ struct ExecRefresher: ProviderRefresher {
         }
     }
 
-    func revoke(_ credential: Credential) async -> String? { nil }
+    func revoke(_ credential: Credential) async -> RevocationOutcome { .unsupported }
 
     enum ExecResult {
         case exited(Int32, [UInt8])

@@ -57,7 +57,7 @@ struct HATRefresher: ProviderRefresher {
     }
 
     /// A PDA has no revocation endpoint.
-    func revoke(_ credential: Credential) async -> String? { nil }
+    func revoke(_ credential: Credential) async -> RevocationOutcome { .unsupported }
 
     /// What the renewal endpoint's status means: 2xx → `nil`, carry on (the header decides);
     /// 401/403 → the PDA no longer accepts the token (a new login is needed); 429/5xx and

@@ -39,7 +39,7 @@ struct MeasuredRefresher: ProviderRefresher {
         return outcome
     }
 
-    func revoke(_ credential: Credential) async -> String? {
+    func revoke(_ credential: Credential) async -> RevocationOutcome {
         await inner.revoke(credential)
     }
 }

@@ -12,8 +12,16 @@ protocol ProviderRefresher: Sendable {
     /// refresher has no HTTP and ignores it.
     func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome
     /// Revokes the credential's refresh token at the provider, if the provider supports it.
-    /// Returns a token-free reason on failure, nil on success or when there is nothing to do.
-    func revoke(_ credential: Credential) async -> String?
+    func revoke(_ credential: Credential) async -> RevocationOutcome
+}
+
+/// What a removal's revocation (RFC 7009) achieved.
+enum RevocationOutcome: Sendable, Equatable {
+    case revoked
+    /// The provider has no revocation endpoint (or no such thing, for `exec` and HAT).
+    case unsupported
+    /// A token-free reason.
+    case failed(String)
 }
 
 /// OAuth 2.0 providers: RFC 6749 §6 refresh grant, RFC 7009 revocation, OIDC discovery.
@@ -73,15 +81,26 @@ final class OAuth2Refresher: ProviderRefresher {
             endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, dpopKey: dpopKey, stormPacing: stormPacing, now: now)
     }
 
-    func revoke(_ credential: Credential) async -> String? {
-        guard let known = await endpoints(), let endpoint = known.revocation else { return nil }
+    func revoke(_ credential: Credential) async -> RevocationOutcome {
+        // A configured revocation endpoint is used even when discovery fails meanwhile.
+        let known = await endpoints()
+        guard let endpoint = known?.revocation ?? settings.revocationEndpoint else {
+            if known == nil, settings.issuer != nil {
+                return .failed("OpenID Connect discovery for \(settings.issuer ?? "?") failed, so the revocation endpoint is unknown")
+            }
+            return .unsupported
+        }
         // The token endpoint, discovered or not, for an assertion whose audience it is.
         var settings = self.settings
-        settings.tokenEndpoint = known.token
+        settings.tokenEndpoint = known?.token ?? settings.tokenEndpoint
+        let problem: String?
         if let refreshToken = credential.refreshToken {
-            return await client.revoke(endpoint: endpoint, settings: settings, token: refreshToken, tokenTypeHint: "refresh_token")
+            problem = await client.revoke(endpoint: endpoint, settings: settings, token: refreshToken, tokenTypeHint: "refresh_token")
+        } else {
+            problem = await client.revoke(
+                endpoint: endpoint, settings: settings, token: credential.accessToken, tokenTypeHint: "access_token")
         }
-        return await client.revoke(endpoint: endpoint, settings: settings, token: credential.accessToken, tokenTypeHint: "access_token")
+        return problem.map(RevocationOutcome.failed) ?? .revoked
     }
 }
 

@@ -55,6 +55,8 @@ extension CredentialRegistry {
             throw .invalidCredential(error.description)
         }
         if let reason = lifetime.assumedBecause { notices.assumedLifetime(provider: provider, reason: reason) }
+        let credentialKey = dpopKey ?? (provider.usesDPoP ? DPoPKey().secret : nil)
+        try Self.checkKeyBinding(of: response.accessToken, key: credentialKey)
         if request.refreshToken == nil, !isHAT {
             logger.info(
                 "credential has no refresh token; it is served until it expires", metadata: ["user_identifier": "\(request.userIdentifier)"]
@@ -73,7 +75,7 @@ extension CredentialRegistry {
             readers: readers,
             enrolment: Enrolment(uid: caller.uid, pid: caller.pid, at: received),
             status: RefreshStatus(state: .valid),
-            dpopKey: dpopKey ?? (provider.usesDPoP ? DPoPKey().secret : nil)
+            dpopKey: credentialKey
         )
 
         await lock(request.userIdentifier)
@@ -103,6 +105,19 @@ extension CredentialRegistry {
             ])
     }
 
+    /// A JWT access token bound to a DPoP key (`cnf.jkt`) can only be presented with proofs of
+    /// that key: one tokend does not hold (the program's own, from a login made elsewhere) is
+    /// refused, since every proof tokend made for it would be rejected. Opaque tokens cannot be
+    /// checked.
+    nonisolated static func checkKeyBinding(of token: SecretString, key: SecretString?) throws(VarlinkError) {
+        guard let bound = JWTTimeClaims(jwt: token.value)?.dpopKeyThumbprint else { return }
+        let held = key.flatMap { try? DPoPKey($0).thumbprint }
+        guard held != bound else { return }
+        throw .invalidCredential(
+            "the access token is bound to a DPoP key tokend does not hold (cnf.jkt); log in with tokenctl login, "
+                + "so that the provider binds the tokens to tokend's key")
+    }
+
     func remove(_ userIdentifier: String, caller: CallerIdentity) async throws(VarlinkError) {
         guard let existing = view[userIdentifier] else { throw .unknownUser(userIdentifier) }
         guard settings.current.accessPolicy.mayManage(caller, readers: existing.readers) else {
@@ -124,14 +139,19 @@ extension CredentialRegistry {
         // Revoke first (RFC 7009), so the refresh token dies with the credential. A provider
         // that cannot be reached does not stop the removal the caller asked for.
         if let refresher = refreshers.byProvider[stored.provider] {
-            if let problem = await refresher.revoke(stored) {
+            switch await refresher.revoke(stored) {
+            case .failed(let problem):
                 logger.warning(
                     "revoking the refresh token failed; removing the credential anyway",
                     metadata: [
                         "user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)", "problem": "\(problem)",
                     ])
-            } else {
+            case .revoked:
                 logger.info("refresh token revoked", metadata: ["user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)"])
+            case .unsupported:
+                logger.info(
+                    "the provider has no revocation endpoint; the refresh token was not revoked",
+                    metadata: ["user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)"])
             }
         }
         do {

@@ -22,6 +22,8 @@ final class CredentialView: Sendable {
     let hub = WatchHub()
     /// Told about every change at all (state, plan, count), for `STATUS=` and the metrics file.
     let changes = ChangeSignal()
+    /// The DPoP keys of credentials programs asked proofs for; they go with their credential.
+    let dpopKeys = DPoPKeyCache()
 
     init(shardCount: Int = 16) {
         shards = (0..<max(1, shardCount)).map { _ in Shard() }
@@ -42,6 +44,7 @@ final class CredentialView: Sendable {
             countHeld(removing: old, adding: entry)
             return old
         }
+        if let old, old.enrolment != entry.enrolment { dpopKeys.forget(entry.userIdentifier) }
         notifyChange(from: old, to: entry)
         changes.signal()
     }
@@ -52,6 +55,7 @@ final class CredentialView: Sendable {
             countHeld(removing: old, adding: nil)
             return old
         }
+        dpopKeys.forget(userIdentifier)
         if old != nil { hub.publish(userIdentifier, .removed) }
         changes.signal()
     }
@@ -100,6 +104,7 @@ final class CredentialView: Sendable {
         var counts: [UInt32: Int] = [:]
         for entry in entries { if let uid = Self.heldUID(entry) { counts[uid, default: 0] += 1 } }
         held.withLock { $0 = counts }
+        dpopKeys.removeAll()
         for (index, shard) in shards.enumerated() {
             let newEntries = grouped[index]
             let old = shard.entries.withLock { entries in

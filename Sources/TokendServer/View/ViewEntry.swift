@@ -39,6 +39,9 @@ final class ViewEntry: Sendable {
     /// The planned proactive refresh, if one is scheduled.
     let nextRefreshAt: Timestamp?
     private let encodedReply = Mutex<[UInt8]?>(nil)
+    /// ``credentials`` once opened: DPoP proofs need the token itself on every call, and an
+    /// entry loaded at start-up would otherwise read it from the store each time.
+    private let openedCredentials = Mutex<Credentials?>(nil)
 
     convenience init(credential: Credential, policy: RefreshPolicy, resolvedReaders: ResolvedReaders, nextRefreshAt: Timestamp?) {
         self.init(
@@ -110,8 +113,17 @@ final class ViewEntry: Sendable {
         return bytes
     }
 
-    /// The credentials as a caller gets them; nil if the stored token cannot be read.
+    /// The credentials as a caller gets them, opened once; nil if the stored token cannot be
+    /// read (not kept: the next call tries again).
     var credentials: Credentials? {
+        if let opened = openedCredentials.withLock({ $0 }) { return opened }
+        guard let opened = openCredentials() else { return nil }
+        openedCredentials.withLock { $0 = opened }
+        return opened
+    }
+
+    /// The credentials, the token read (or taken from memory) now; kept by nobody.
+    private func openCredentials() -> Credentials? {
         guard let secret = try? token.open(userIdentifier: userIdentifier, provider: provider) else { return nil }
         return Credentials(
             userIdentifier: userIdentifier,
@@ -128,7 +140,8 @@ final class ViewEntry: Sendable {
     var isDPoPBound: Bool { tokenType.lowercased() == "dpop" }
 
     private func encodeReply() -> [UInt8]? {
-        guard let wire = credentials else { return nil }
+        // Not ``credentials``: the reply is all a token caller's entry keeps (one copy).
+        guard let wire = openCredentials() else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(160 + wire.accessToken.utf8.count)
         VarlinkReply(parameters: ["credentials": .object(wire.json)]).encode(into: &bytes)
