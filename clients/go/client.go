@@ -115,8 +115,20 @@ type Client struct {
 
 // NewClient returns a client; it connects on its first call.
 func NewClient(opts ...Option) *Client {
-	s := newSettings(opts)
+	return newSettings(opts).newClient()
+}
+
+// newClient is a client with the settings' socket, timeout and message limit.
+func (s settings) newClient() *Client {
 	return &Client{path: s.socket, timeout: s.timeout, maxMessage: s.maxMessage}
+}
+
+// clientOrNew is the client given with WithClient, else a new one (newClient).
+func (s settings) clientOrNew() *Client {
+	if s.client != nil {
+		return s.client
+	}
+	return s.newClient()
 }
 
 // Dial returns a client that has connected once, so that a missing daemon shows at once

@@ -22,10 +22,7 @@ import (
 // http.Client returns them wrapped in a *url.Error, which errors.As sees through.
 func TokenSource(user string, opts ...Option) oauth2.TokenSource {
 	s := newSettings(opts)
-	client := s.client
-	if client == nil {
-		client = &Client{path: s.socket, timeout: s.timeout, maxMessage: s.maxMessage}
-	}
+	client := s.clientOrNew()
 	ctx := s.ctx
 	if ctx == nil {
 		ctx = context.Background()

@@ -32,16 +32,15 @@ type Transport struct {
 // WithMinValid.
 func NewTransport(user string, opts ...Option) *Transport {
 	s := newSettings(opts)
-	client := s.client
-	if client == nil {
-		client = &Client{path: s.socket, timeout: s.timeout, maxMessage: s.maxMessage}
-	}
-	return &Transport{Client: client, User: user, MinValid: s.minValid}
+	return &Transport{Client: s.clientOrNew(), User: user, MinValid: s.minValid}
 }
 
-func (t *Transport) base() http.RoundTripper {
-	if t.Base != nil {
-		return t.Base
+func (t *Transport) base() http.RoundTripper { return baseOrDefault(t.Base) }
+
+// baseOrDefault is base, or http.DefaultTransport when it is nil.
+func baseOrDefault(base http.RoundTripper) http.RoundTripper {
+	if base != nil {
+		return base
 	}
 	return http.DefaultTransport
 }
@@ -111,19 +110,10 @@ type DPoPTransport struct {
 // WithTimeout, WithMinValid.
 func NewDPoPTransport(user string, opts ...Option) *DPoPTransport {
 	s := newSettings(opts)
-	client := s.client
-	if client == nil {
-		client = &Client{path: s.socket, timeout: s.timeout, maxMessage: s.maxMessage}
-	}
-	return &DPoPTransport{Client: client, User: user, MinValid: s.minValid}
+	return &DPoPTransport{Client: s.clientOrNew(), User: user, MinValid: s.minValid}
 }
 
-func (t *DPoPTransport) base() http.RoundTripper {
-	if t.Base != nil {
-		return t.Base
-	}
-	return http.DefaultTransport
-}
+func (t *DPoPTransport) base() http.RoundTripper { return baseOrDefault(t.Base) }
 
 // RoundTrip implements http.RoundTripper.
 func (t *DPoPTransport) RoundTrip(req *http.Request) (*http.Response, error) {
