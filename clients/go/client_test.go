@@ -318,52 +318,14 @@ func TestMissingDaemonIsErrDaemonUnavailable(t *testing.T) {
 // silentServer accepts connections on a Unix socket, reads, and never answers.
 func silentServer(t *testing.T) string {
 	t.Helper()
-	dir, err := scratch("tokend-go-silent-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "silent.sock")
-	listener, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	return tokend.ServeUnixForTest(t, "tokend-go-silent-", func(nc net.Conn) {
+		buffer := make([]byte, 4096)
 		for {
-			conn, err := listener.Accept()
-			if err != nil {
+			if _, err := nc.Read(buffer); err != nil {
 				return
 			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				buffer := make([]byte, 4096)
-				for {
-					if _, err := conn.Read(buffer); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	t.Cleanup(func() {
-		listener.Close()
-		mu.Lock()
-		for _, conn := range conns {
-			conn.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-		os.RemoveAll(dir)
 	})
-	return path
 }
 
 func TestSilentServerCallsEndByTheirDeadline(t *testing.T) {

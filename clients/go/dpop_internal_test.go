@@ -11,8 +11,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,51 +26,24 @@ type replyingServer struct {
 
 func startReplyingServer(t *testing.T, reply string) *replyingServer {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "tokend-go-dpop-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &replyingServer{path: filepath.Join(dir, "fake.sock")}
-	listener, err := net.Listen("unix", s.path)
-	if err != nil {
-		os.RemoveAll(dir)
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	s := &replyingServer{}
+	s.path = ServeUnixForTest(t, "tokend-go-dpop-", func(nc net.Conn) {
+		defer nc.Close()
+		r := bufio.NewReader(nc)
 		for {
-			nc, err := listener.Accept()
+			message, err := r.ReadBytes(0)
 			if err != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer nc.Close()
-				r := bufio.NewReader(nc)
-				for {
-					message, err := r.ReadBytes(0)
-					if err != nil {
-						return
-					}
-					var call map[string]any
-					_ = json.Unmarshal(message[:len(message)-1], &call)
-					s.mu.Lock()
-					s.calls = append(s.calls, call)
-					s.mu.Unlock()
-					if _, err := nc.Write([]byte(reply + "\x00")); err != nil {
-						return
-					}
-				}
-			}()
+			var call map[string]any
+			_ = json.Unmarshal(message[:len(message)-1], &call)
+			s.mu.Lock()
+			s.calls = append(s.calls, call)
+			s.mu.Unlock()
+			if _, err := nc.Write([]byte(reply + "\x00")); err != nil {
+				return
+			}
 		}
-	}()
-	t.Cleanup(func() {
-		listener.Close()
-		wg.Wait()
-		os.RemoveAll(dir)
 	})
 	return s
 }

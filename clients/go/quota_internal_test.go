@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,38 +29,17 @@ type refusingServer struct {
 
 func startRefusingServer(t *testing.T, waitForCall bool) *refusingServer {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "tokend-go-quota-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &refusingServer{path: filepath.Join(dir, "full.sock")}
-	listener, err := net.Listen("unix", s.path)
-	if err != nil {
-		os.RemoveAll(dir)
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := listener.Accept()
-			if err != nil {
-				return
-			}
-			if waitForCall {
-				waitReadable(nc)
-			}
-			_, _ = nc.Write([]byte(quotaRefusal))
-			nc.Close()
-			s.mu.Lock()
-			s.refused++
-			s.mu.Unlock()
+	s := &refusingServer{}
+	s.path = ServeUnixForTest(t, "tokend-go-quota-", func(nc net.Conn) {
+		defer nc.Close()
+		if waitForCall {
+			waitReadable(nc)
 		}
-	}()
-	t.Cleanup(func() {
-		listener.Close()
-		<-done
-		os.RemoveAll(dir)
+		_, _ = nc.Write([]byte(quotaRefusal))
+		nc.Close()
+		s.mu.Lock()
+		s.refused++
+		s.mu.Unlock()
 	})
 	return s
 }
