@@ -17,15 +17,20 @@ public struct ProviderMetadata: Sendable, Hashable {
 
     /// The token endpoint for a client that uses mutual TLS or not.
     public func tokenEndpoint(mutualTLS: Bool) -> String {
-        mutualTLS ? mtlsEndpointAliases["token_endpoint"] ?? tokenEndpoint : tokenEndpoint
+        endpoint("token_endpoint", tokenEndpoint, mutualTLS: mutualTLS) ?? tokenEndpoint
     }
 
     public func revocationEndpoint(mutualTLS: Bool) -> String? {
-        mutualTLS ? mtlsEndpointAliases["revocation_endpoint"] ?? revocationEndpoint : revocationEndpoint
+        endpoint("revocation_endpoint", revocationEndpoint, mutualTLS: mutualTLS)
     }
 
     public func deviceAuthorizationEndpoint(mutualTLS: Bool) -> String? {
-        mutualTLS ? mtlsEndpointAliases["device_authorization_endpoint"] ?? deviceAuthorizationEndpoint : deviceAuthorizationEndpoint
+        endpoint("device_authorization_endpoint", deviceAuthorizationEndpoint, mutualTLS: mutualTLS)
+    }
+
+    /// `plain`, or for a mutual-TLS client its alias (RFC 8705 §5) when the provider has one.
+    private func endpoint(_ name: String, _ plain: String?, mutualTLS: Bool) -> String? {
+        mutualTLS ? mtlsEndpointAliases[name] ?? plain : plain
     }
 }
 
