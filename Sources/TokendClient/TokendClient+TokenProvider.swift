@@ -38,18 +38,31 @@ extension TokendClient {
     ///     tokend refreshes before answering (once, however many callers report it); when it is
     ///     already stale, the current token is returned (from the cache, when it holds a newer
     ///     one).
+    ///   - scope: a token narrowed to these scope values (space-separated, within the
+    ///     credential's scope) instead of the credential's own; its provider must allow
+    ///     narrowed tokens (`narrowed_tokens = true`).
+    ///   - resource: a token narrowed to this API (an absolute URI, RFC 8707). Narrowed tokens
+    ///     are cached by the daemon, not in this process.
     /// - Returns: the credentials; their `userIdentifier` is the one asked for.
     /// - Throws: ``TokendClientError``: `unknownUser`, `permissionDenied`,
     ///   `reauthenticationRequired`, `refreshFailed`, `daemonUnavailable`, `timeout`,
-    ///   `cancelled`, …
+    ///   `cancelled`, `invalidCredential` (a scope wider than the credential's, a provider
+    ///   without narrowed tokens), …
     public func credentials(
         for userIdentifier: String,
         minValidity: Duration = .zero,
-        rejectedToken: String? = nil
+        rejectedToken: String? = nil,
+        scope: String? = nil,
+        resource: String? = nil
     ) async throws(TokendClientError) -> Credentials {
         let method = TokenProviderMethod.provideTokenReplacement.rawValue
         try Self.checkIdentifier(userIdentifier, name: "userIdentifier", method: method)
         let seconds = Self.wholeSecondsRoundingUp(minValidity)
+        if scope != nil || resource != nil {
+            let call = Self.tokenCall(
+                userIdentifier, minValiditySeconds: seconds, rejectedToken: rejectedToken, scope: scope, resource: resource)
+            return try Self.credentials(in: try await singleReply(call), of: call, for: userIdentifier)
+        }
         let now = WallClock.nowSeconds()
         let lookup = cache.withLock { cache in
             cache.lookup(userIdentifier, minValiditySeconds: seconds, rejectedToken: rejectedToken, now: now)
@@ -275,10 +288,14 @@ extension TokendClient {
     }
 
     /// A ProvideTokenReplacement call.
-    static func tokenCall(_ userIdentifier: String, minValiditySeconds seconds: Int64, rejectedToken: String?) -> VarlinkCall {
+    static func tokenCall(
+        _ userIdentifier: String, minValiditySeconds seconds: Int64, rejectedToken: String?, scope: String? = nil, resource: String? = nil
+    ) -> VarlinkCall {
         var parameters: JSONObject = ["userIdentifier": .string(userIdentifier)]
         if seconds > 0 { parameters["minValidSeconds"] = .int(seconds) }
         if let rejectedToken { parameters["rejectedToken"] = .string(rejectedToken) }
+        if let scope { parameters["scope"] = .string(scope) }
+        if let resource { parameters["resource"] = .string(resource) }
         return VarlinkCall(method: TokenProviderMethod.provideTokenReplacement.rawValue, parameters: parameters)
     }
 

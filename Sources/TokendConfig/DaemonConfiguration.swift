@@ -212,6 +212,11 @@ public struct OAuth2Settings: Sendable, Hashable {
     /// Whether new credentials of this provider get a DPoP key (RFC 9449), to which the
     /// provider binds their tokens: logins and refreshes carry proofs of it.
     public var dpop: Bool = false
+    /// Whether programs may ask for tokens narrowed to a scope or resource
+    /// (`narrowed_tokens = true`), got with refresh grants that carry `scope`/`resource`.
+    /// Off by default: a provider that breaks RFC 6749 §6 narrows the refresh token itself on
+    /// such a grant, and so the credential's own token from then on.
+    public var narrowedTokens: Bool = false
     /// The `aud` that JWT access tokens must carry, when `verifyAccessToken` is on.
     public var audience: String?
     /// The signing key of `client_auth = "private_key_jwt"`.
@@ -240,6 +245,12 @@ extension ProviderConfiguration {
     /// Whether new credentials of this provider get a DPoP key (`dpop = true`).
     public var usesDPoP: Bool {
         if case .oauth2(let settings) = kind { return settings.dpop }
+        return false
+    }
+
+    /// Whether programs may ask this provider's credentials for narrowed tokens.
+    public var allowsNarrowedTokens: Bool {
+        if case .oauth2(let settings) = kind { return settings.narrowedTokens }
         return false
     }
 }

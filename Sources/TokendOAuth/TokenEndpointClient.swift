@@ -24,11 +24,14 @@ public struct TokenEndpointClient: Sendable {
     ///     interval at which the pool's ``StormPacer`` lets its loop handle I/O meanwhile.
     ///   - dpopKey: The credential's DPoP key: the grant carries a proof of it (RFC 9449 §5),
     ///     with the server's nonce when it demands one.
+    ///   - narrowing: Asks for a token narrowed to a scope (RFC 6749 §6, instead of the
+    ///     provider's configured `scope`) and a resource (RFC 8707).
     public func refresh(
         endpoint: String,
         settings: OAuth2Settings,
         refreshToken: SecretString,
         dpopKey: DPoPKey? = nil,
+        narrowing: TokenNarrowing? = nil,
         stormPacing: Duration = .zero,
         now: @Sendable () -> Timestamp
     ) async -> GrantOutcome {
@@ -39,7 +42,12 @@ public struct TokenEndpointClient: Sendable {
             return .permanent(error: "insecure_endpoint", description: error.description)
         }
         var grant: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.value)]
-        if let scope = settings.scope { grant.append(("scope", scope)) }
+        if let narrowing {
+            if let scope = narrowing.scope { grant.append(("scope", scope)) }
+            if let resource = narrowing.resource { grant.append(("resource", resource)) }
+        } else if let scope = settings.scope {
+            grant.append(("scope", scope))
+        }
         let plainHeaders = [
             ("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded"), ("User-Agent", "tokend"),
         ]

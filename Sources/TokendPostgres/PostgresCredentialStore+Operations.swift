@@ -165,6 +165,9 @@ extension PostgresCredentialStore {
                 SELECT encode(substring(refresh_token FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE refresh_token IS NOT NULL
                 UNION
                 SELECT encode(substring(dpop_key FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE dpop_key IS NOT NULL
+                UNION
+                SELECT encode(substring(narrowed_tokens FROM 2 FOR 8), 'hex') FROM tokend_credentials
+                WHERE narrowed_tokens IS NOT NULL
                 """, logger: logger
             ).decode(String.self) {
                 ids.insert(id)
@@ -192,6 +195,8 @@ extension PostgresCredentialStore {
                                 WHERE encode(substring(access_token FROM 2 FOR 8), 'hex') <> $1
                                    OR (refresh_token IS NOT NULL AND encode(substring(refresh_token FROM 2 FOR 8), 'hex') <> $1)
                                    OR (dpop_key IS NOT NULL AND encode(substring(dpop_key FROM 2 FOR 8), 'hex') <> $1)
+                                   OR (narrowed_tokens IS NOT NULL
+                                       AND encode(substring(narrowed_tokens FROM 2 FOR 8), 'hex') <> $1)
                                 ORDER BY user_identifier LIMIT 100 FOR UPDATE
                                 """,
                             binds: {
@@ -206,12 +211,13 @@ extension PostgresCredentialStore {
                     for credential in rows {
                         // Same content, so the generation stays (see CredentialStore.reencrypt).
                         let values = try Self.columnValues(credential, cipher: cipher).filter {
-                            ["salt", "access_token", "refresh_token", "dpop_key"].contains($0.0)
+                            ["salt", "access_token", "refresh_token", "dpop_key", "narrowed_tokens"].contains($0.0)
                         }
                         var query = PostgresQuery(
                             unsafeSQL: """
-                                UPDATE tokend_credentials SET salt = $1, access_token = $2, refresh_token = $3, dpop_key = $4
-                                WHERE user_identifier = $5
+                                UPDATE tokend_credentials SET salt = $1, access_token = $2, refresh_token = $3, dpop_key = $4,
+                                    narrowed_tokens = $5
+                                WHERE user_identifier = $6
                                 """
                         )
                         for (_, value) in values { try value.append(to: &query.binds) }

@@ -24,7 +24,7 @@ extension PostgresCredentialStore {
     static let selectColumns = """
         user_identifier, provider, salt, access_token, refresh_token, token_type, scope, expires_at, issued_at,
         session_started_at, readers, enrolled_uid, enrolled_pid, enrolled_at, state, last_refresh_at, last_error,
-        refresh_count, grant_started_at, retry_at, generation, dpop_key
+        refresh_count, grant_started_at, retry_at, generation, dpop_key, narrowed_tokens
         """
 
     /// Every column of a row except `user_identifier`, `generation` and `updated_at`, with
@@ -37,6 +37,9 @@ extension PostgresCredentialStore {
         let access = try cipher.seal(credential.accessToken, salt: salt, binding: binding(.accessToken))
         let refresh = try credential.refreshToken.map { try cipher.seal($0, salt: salt, binding: binding(.refreshToken)) }
         let dpopKey = try credential.dpopKey.map { try cipher.seal($0, salt: salt, binding: binding(.dpopKey)) }
+        let narrowed = try NarrowedTokenCoding.encode(credential.narrowedTokens).map {
+            try cipher.seal($0, salt: salt, binding: binding(.narrowedTokens))
+        }
         return [
             ("provider", .text(credential.provider)),
             ("salt", .bytes(salt)),
@@ -52,6 +55,7 @@ extension PostgresCredentialStore {
             ("enrolled_pid", .bigint(Int64(credential.enrolment.pid))),
             ("enrolled_at", .bigint(credential.enrolment.at.millisecondsSince1970)),
             ("dpop_key", .bytes(dpopKey)),
+            ("narrowed_tokens", .bytes(narrowed)),
         ] + statusValues(credential.status)
     }
 
@@ -126,6 +130,9 @@ extension PostgresCredentialStore {
                 retryAt: try optionalTime("retry_at")
             ),
             dpopKey: try value("dpop_key", ByteBuffer?.self).map { try open($0, .dpopKey) },
+            narrowedTokens: try value("narrowed_tokens", ByteBuffer?.self).map {
+                try NarrowedTokenCoding.decode(try open($0, .narrowedTokens), userIdentifier: user)
+            } ?? [],
             generation: try value("generation")
         )
     }

@@ -3,7 +3,7 @@ import TokendStorage
 
 extension PostgresCredentialStore {
     /// The schema version the newest migration produces.
-    static let schemaVersion = 2
+    static let schemaVersion = 3
 
     /// The key of the transaction-level advisory lock every node takes before looking at the
     /// schema: when several nodes start at once, one migrates and the others wait, then find
@@ -100,6 +100,8 @@ extension PostgresCredentialStore {
         ],
         // 2: the private key of a DPoP-bound credential, sealed like its tokens.
         ["ALTER TABLE tokend_credentials ADD COLUMN dpop_key bytea"],
+        // 3: tokens narrowed to a scope or resource, one sealed JSON array per credential.
+        ["ALTER TABLE tokend_credentials ADD COLUMN narrowed_tokens bytea"],
     ]
 
     /// Brings the schema up to date under the migration lock, and records this node.

@@ -90,10 +90,21 @@ public enum TokenProviderInterface {
         # Returns an access token for userIdentifier that stays valid for at least minValidSeconds
         # (default 0). rejectedToken is the token an API just refused: when it is the current token,
         # tokend refreshes before answering; when it is already stale, the current token is returned.
+        #
+        # With scope (space-separated values, all within the credential's scope) or resource (an
+        # absolute URI naming the API the token is for, RFC 8707), the answer is a token narrowed to
+        # them, got from the provider with the credential's refresh token, kept sealed beside the
+        # credential and served until its own refresh point; credentials.scope is its scope. Its
+        # provider must allow it (narrowed_tokens = true); otherwise, for a scope wider than the
+        # credential's, or for a DPoP-bound credential: InvalidCredential. A provider that refuses or
+        # answers with a wider token: RefreshFailed; the credential's own token is unaffected. A
+        # malformed scope or resource: org.varlink.service.InvalidParameter naming it.
         method ProvideTokenReplacement(
           userIdentifier: string,
           minValidSeconds: ?int,
-          rejectedToken: ?string
+          rejectedToken: ?string,
+          scope: ?string,
+          resource: ?string
         ) -> (credentials: Credentials)
 
         # Returns a DPoP proof (RFC 9449 §4) for one HTTP request made with the DPoP-bound access

@@ -16,13 +16,13 @@ enum OneShotCommands {
         }
     }
 
-    private static func credentials(_ common: OneShotCommandLine.Common, rejectedToken: String? = nil) -> Result<
-        Credentials, TokendClientError
-    > {
+    private static func credentials(
+        _ common: OneShotCommandLine.Common, rejectedToken: String? = nil, scope: String? = nil, resource: String? = nil
+    ) -> Result<Credentials, TokendClientError> {
         Result { () throws(TokendClientError) in
             try OneShotCall.credentials(
                 socketPath: common.socket, for: common.user, minValidity: .seconds(common.minValidSeconds), rejectedToken: rejectedToken,
-                timeout: .seconds(common.timeoutSeconds))
+                scope: scope, resource: resource, timeout: .seconds(common.timeoutSeconds))
         }
     }
 
@@ -36,8 +36,8 @@ enum OneShotCommands {
     }
 
     /// Prints the access token and a newline, and nothing else.
-    static func token(_ common: OneShotCommandLine.Common, rejectedToken: String?) -> Int32 {
-        switch credentials(common, rejectedToken: rejectedToken) {
+    static func token(_ common: OneShotCommandLine.Common, rejectedToken: String?, scope: String? = nil, resource: String? = nil) -> Int32 {
+        switch credentials(common, rejectedToken: rejectedToken, scope: scope, resource: resource) {
         case .success(let credentials):
             Terminal.writeOutput(credentials.accessToken)
             return TokenctlExitStatus.success

@@ -17,6 +17,10 @@ extension Tokenctl {
                 When an API refused the token, pass it back with --rejected-token-stdin (on \
                 stdin, never as an argument) and tokend refreshes it once before answering.
 
+                --scope and --resource print a token narrowed to a subset of the credential's \
+                scope or to one API (RFC 8707), which tokend gets from the provider and keeps \
+                beside the credential; the provider must allow it (narrowed_tokens = true).
+
                 For a DPoP-bound credential (a provider with dpop = true), --dpop METHOD URL \
                 prints the two headers of one request instead, "Authorization: DPoP <token>" \
                 and "DPoP: <proof>", one per line; the proof is made by tokend with the \
@@ -38,6 +42,12 @@ extension Tokenctl {
         )
         var rejectedTokenFromStandardInput = false
 
+        @Option(help: ArgumentHelp("A token narrowed to these scope values (space-separated).", valueName: "scope"))
+        var scope: String?
+
+        @Option(help: ArgumentHelp("A token narrowed to this API, an absolute URI (RFC 8707).", valueName: "uri"))
+        var resource: String?
+
         @Option(
             name: .customLong("dpop"), parsing: .upToNextOption,
             help: ArgumentHelp(
@@ -53,6 +63,9 @@ extension Tokenctl {
                 throw ValidationError("--dpop takes two values, the HTTP method and the URL (e.g. --dpop GET https://api.example/items)")
             }
             if dpopNonce != nil, dpop.isEmpty { throw ValidationError("--dpop-nonce needs --dpop") }
+            if !dpop.isEmpty, scope != nil || resource != nil {
+                throw ValidationError("--dpop cannot be used with --scope or --resource: narrowed tokens are bearer tokens")
+            }
             if !dpop.isEmpty, rejectedTokenFromStandardInput {
                 throw ValidationError("--dpop and --rejected-token-stdin cannot be used together")
             }
@@ -75,7 +88,7 @@ extension Tokenctl {
                 user: user, socket: global.socket, timeoutSeconds: global.timeout, minValidSeconds: validity.seconds)
             let status =
                 dpop.isEmpty
-                ? OneShotCommands.token(common, rejectedToken: rejectedToken)
+                ? OneShotCommands.token(common, rejectedToken: rejectedToken, scope: scope, resource: resource)
                 : OneShotCommands.dpopHeaders(common, method: dpop[0], url: dpop[1], nonce: dpopNonce)
             if status != TokenctlExitStatus.success { throw ExitCode(status) }
         }

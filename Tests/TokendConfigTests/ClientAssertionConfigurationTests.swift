@@ -20,6 +20,13 @@ struct ClientAssertionConfigurationTests {
         config().replacingFirst("client_secret_file = \"example-client-secret\"", with: lines)
     }
 
+    @Test func narrowedTokensAreOffUnlessAProviderAllowsThem() throws {
+        #expect(try oauth2Settings(try parseConfig(config())).narrowedTokens == false)
+        let configuration = try parseConfig(config(provider: "narrowed_tokens = true"))
+        #expect(try oauth2Settings(configuration).narrowedTokens)
+        #expect(configuration.providers["example"]?.allowsNarrowedTokens == true)
+    }
+
     @Test func aKeyFileWithKidAndAudience() throws {
         let text = Self.provider(
             """

@@ -350,6 +350,9 @@ struct ConfigurationErrorTests {
         BadConfig(
             name: "date value", text: config(daemon: "socket_mode = 1979-05-27"), key: "daemon.socket_mode",
             problem: "expected a string, found a "),
+        BadConfig(
+            name: "narrowed_tokens not a boolean", text: config(provider: "narrowed_tokens = \"yes\""),
+            key: "providers.example.narrowed_tokens", problem: "expected true or false, found a string"),
     ]
 
     @Test(arguments: cases)

@@ -193,4 +193,29 @@ struct GlewlwydInteropTests {
         try await setup.forceRefreshes(2, minValid: 7200, after: first)
         try await setup.removeAliceRevokingWithoutLoggingTheKey()
     }
+
+    /// glewlwyd ignores `scope` on a refresh grant and answers with the refresh token's whole
+    /// scope. tokend does not serve that token as a narrowed one: `RefreshFailed` says the
+    /// provider does not narrow, and the credential's own token and refresh go on as before.
+    @Test func aProviderThatIgnoresTheNarrowedScopeGetsATypedRefusal() async throws {
+        let setup = try await Setup.start(providerExtra: "narrowed_tokens = true")
+        let grant = try await setup.server.passwordGrant()
+        let access = try #require(grant["access_token"] as? String)
+        let client = try RawClient(path: setup.daemon.socketPath)
+        let added = try client.call(
+            Tokens.addCall(
+                user: "alice", access: access, refresh: grant["refresh_token"] as? String, expiresIn: grant["expires_in"] as? Int ?? 3600,
+                provider: "gw", scope: grant["scope"] as? String ?? "openid read offline_access"))
+        try #require(added.errorName == nil, "\(added)")
+        let narrowed = try client.call(Tokens.tokenCall(user: "alice", scope: "read"))
+        #expect(narrowed.errorName == "io.tokend.TokenProvider.RefreshFailed", "\(narrowed) \(setup.daemon.log.suffix(2000))")
+        let reason = narrowed.parameters["reason"] as? String ?? ""
+        #expect(reason.contains("wider than the requested 'read'") && reason.contains("does not narrow tokens"), "\(reason)")
+        #expect(setup.daemon.log.contains("narrowed token refused"))
+        let main = try client.call(Tokens.tokenCall(user: "alice"))
+        #expect(main.accessToken == access, "the credential's own token is unaffected: \(main)")
+        try await Task.sleep(for: .milliseconds(1100))  // forced_refresh_interval
+        try await setup.forceRefreshes(1, minValid: 7200, after: access)
+        try await setup.stop()
+    }
 }

@@ -136,6 +136,32 @@ struct SharedStoreTests {
         await fleet.stop()
     }
 
+    /// A narrowed token got on one node is kept in the shared store, sealed with the credential:
+    /// the other node serves it without asking the provider, and the rotated refresh token the
+    /// grant left is the one the other node's own refresh uses.
+    @Test func aNarrowedTokenGotOnOneNodeIsServedByEveryNode() async throws {
+        let fleet = try await Fleet(count: 2, lifetime: 3600, providerExtra: "narrowed_tokens = true")
+        let minted = try await fleet.idp.mint(count: 1, scope: "read write")[0]
+        let added = try fleet.client(0).call(
+            Tokens.addCall(
+                user: "alice", access: minted["access_token"] as! String, refresh: minted["refresh_token"] as? String, scope: "read write"))
+        #expect(added.errorName == nil, "\(added)")
+        let narrowed = try fleet.client(0).call(Tokens.tokenCall(user: "alice", scope: "read"))
+        let token = try #require(narrowed.accessToken, "\(narrowed) \(fleet.logs)")
+        let before = try await fleet.idp.postCount()
+        var other: [String: Any] = [:]
+        _ = try await fleet.eventually(.seconds(10)) {
+            other = try fleet.client(1).call(Tokens.tokenCall(user: "alice", scope: "read"))
+            return other.errorName != "io.tokend.TokenProvider.UnknownUser"
+        }
+        #expect(other.accessToken == token, "\(other)")
+        #expect(try await fleet.idp.postCount() == before, "the second node asked nothing of the provider")
+        try await Task.sleep(for: .milliseconds(1100))
+        let own = try fleet.client(1).call(Tokens.tokenCall(user: "alice", rejected: minted["access_token"] as? String))
+        #expect(own.accessToken != nil && own.accessToken != minted["access_token"] as? String, "\(own) \(fleet.logs)")
+        await fleet.stop()
+    }
+
     @Test func eachCredentialIsRefreshedOncePerCycleAcrossTheFleetAndWatchersEverywhereSeeIt() async throws {
         let fleet = try await Fleet(count: 3, lifetime: 8)
         let users = ["alice", "bob", "carol"]

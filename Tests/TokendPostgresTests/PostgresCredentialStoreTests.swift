@@ -17,11 +17,11 @@ struct PostgresCredentialStoreTests {
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(stores.count == 5)
-            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "2")
+            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "3")
             #expect(try await server.psql("SELECT count(*) FROM tokend_nodes") == "5")
             // Reopening finds the work done.
             let again = try await Fixture.open(server, node: "node-0")
-            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "2")
+            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "3")
             for store in stores + [again] { try await store.close() }
         }
     }
@@ -86,12 +86,21 @@ struct PostgresCredentialStoreTests {
             let store = try await Fixture.open(server, node: "a")
             var alice = Fixture.credential("alice", access: "plain-access-token-xyz", refresh: "plain-refresh-token-xyz")
             alice.dpopKey = SecretString("-----BEGIN PRIVATE KEY-----\nplain-dpop-key-xyz\n-----END PRIVATE KEY-----\n")
+            alice.narrowedTokens = [
+                NarrowedToken(
+                    key: "read\u{1F}", scope: "read", resource: nil, accessToken: SecretString("plain-narrowed-token-xyz"),
+                    tokenType: "Bearer",
+                    issuedAt: Timestamp(millisecondsSince1970: 1_000), expiresAt: Timestamp(millisecondsSince1970: 3_601_000))
+            ]
             _ = try await store.insert(alice, replacing: false)
             let dump = try await server.psql(
-                "SELECT encode(access_token, 'hex') || encode(refresh_token, 'hex') || encode(dpop_key, 'hex') FROM tokend_credentials")
+                "SELECT encode(access_token, 'hex') || encode(refresh_token, 'hex') || encode(dpop_key, 'hex') || encode(narrowed_tokens, 'hex') FROM tokend_credentials"
+            )
             let rawDump = try await server.psql(
-                "SELECT access_token::text || refresh_token::text || dpop_key::text FROM tokend_credentials")
-            for secret in ["plain-access-token-xyz", "plain-refresh-token-xyz", "plain-dpop-key-xyz", "PRIVATE KEY"] {
+                "SELECT access_token::text || refresh_token::text || dpop_key::text || narrowed_tokens::text FROM tokend_credentials")
+            for secret in [
+                "plain-access-token-xyz", "plain-refresh-token-xyz", "plain-dpop-key-xyz", "PRIVATE KEY", "plain-narrowed-token-xyz",
+            ] {
                 #expect(!dump.contains(secret) && !rawDump.contains(secret))
                 let hex = secret.utf8.map { String($0, radix: 16) }.joined()
                 #expect(!dump.contains(hex))
@@ -101,6 +110,7 @@ struct PostgresCredentialStoreTests {
             let other = try await Fixture.open(server, node: "b")
             #expect(try await other.load(userIdentifier: "alice")?.refreshToken?.value == "plain-refresh-token-xyz")
             #expect(try await other.load(userIdentifier: "alice")?.dpopKey == alice.dpopKey, "the DPoP key travels sealed with the tokens")
+            #expect(try await other.load(userIdentifier: "alice")?.narrowedTokens == alice.narrowedTokens, "and so do narrowed tokens")
             let stranger = try await Fixture.open(server, node: "c", keyring: Keyring(current: MasterKey.generate()))
             await #expect(throws: StorageError(code: .unknownKey, message: "")) { try await stranger.load(userIdentifier: "alice") }
             // Rotation re-seals under the new key without changing generations.
@@ -111,6 +121,7 @@ struct PostgresCredentialStoreTests {
             #expect(try await store.generations() == before)
             #expect(try await store.load(userIdentifier: "alice")?.accessToken.value == "plain-access-token-xyz")
             #expect(try await store.load(userIdentifier: "alice")?.dpopKey == alice.dpopKey)
+            #expect(try await store.load(userIdentifier: "alice")?.narrowedTokens == alice.narrowedTokens)
             for each in [store, other, stranger] { try await each.close() }
         }
     }

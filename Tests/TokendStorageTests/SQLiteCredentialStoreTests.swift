@@ -20,6 +20,16 @@ struct SQLiteCredentialStoreTests {
                 retryAt: Timestamp(millisecondsSince1970: 33)
             )
             alice.dpopKey = SecretString("-----BEGIN PRIVATE KEY-----\nfixture-dpop-key\n-----END PRIVATE KEY-----\n")
+            alice.narrowedTokens = [
+                NarrowedToken(
+                    key: "read\u{1F}", scope: "read", resource: nil, accessToken: SecretString("narrowed-\"quoted\"-token"),
+                    tokenType: "Bearer",
+                    issuedAt: Timestamp(millisecondsSince1970: 1_000), expiresAt: Timestamp(millisecondsSince1970: 3_601_000)),
+                NarrowedToken(
+                    key: "\u{1F}https://api.test/", scope: nil, resource: "https://api.test/", accessToken: SecretString("narrowed-2"),
+                    tokenType: "Bearer", issuedAt: Timestamp(millisecondsSince1970: 2_000),
+                    expiresAt: Timestamp(millisecondsSince1970: 62_000)),
+            ]
             let bob = Fixture.credential("bob", provider: "other", refreshToken: nil, scope: nil)
             let storedAlice = try await store.insert(alice, replacing: false)
             let storedBob = try await store.insert(bob, replacing: false)
@@ -270,7 +280,7 @@ struct SQLiteCredentialStoreTests {
         try await withTemporaryDirectory { directory in
             let store = try openStore(directory, keyring: keyring)
             let rows = try await store.fetchStringsForTesting("SELECT key || '=' || value FROM meta ORDER BY key")
-            #expect(rows.contains("schema_version=3"))
+            #expect(rows.contains("schema_version=4"))
             #expect(rows.contains("product=tokend"))
             #expect(rows.contains("created_by=test"))
             try await store.close()
@@ -307,14 +317,20 @@ struct SQLiteCredentialStoreTests {
             let store = try openStore(directory, keyring: keyring, batchSize: 2)
             var stored: [Credential] = []
             for index in 0..<5 {
-                stored.append(
-                    try await store.insert(
-                        Fixture.credential("user\(index)", refreshToken: index == 2 ? nil : Fixture.token("rt"), dpopKey: index == 3),
-                        replacing: false
-                    )
-                )
+                var credential = Fixture.credential(
+                    "user\(index)", refreshToken: index == 2 ? nil : Fixture.token("rt"), dpopKey: index == 3)
+                if index == 4 {
+                    credential.narrowedTokens = [
+                        NarrowedToken(
+                            key: "read\u{1F}", scope: "read", resource: nil, accessToken: SecretString(Fixture.token("narrowed")),
+                            tokenType: "Bearer",
+                            issuedAt: Timestamp(millisecondsSince1970: 1_000), expiresAt: Timestamp(millisecondsSince1970: 3_601_000))
+                    ]
+                }
+                stored.append(try await store.insert(credential, replacing: false))
             }
-            // user3's DPoP key is re-sealed too: otherwise the old key would still be in use.
+            // user3's DPoP key and user4's narrowed tokens are re-sealed too: otherwise the old
+            // key would still be in use.
             let next = Keyring(current: Fixture.key(2), older: [Fixture.key(1)])
             #expect(try await store.reencrypt(under: next) == 5)
             #expect(try await store.keyIDsInUse() == [Fixture.key(2).id])

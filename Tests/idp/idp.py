@@ -2,7 +2,7 @@
 """tokend test IdP: django-oauth-toolkit behind gunicorn, plus ORM helpers.
 
 Run with the venv python from scripts/test-venv.sh. Subcommands (see README.md):
-  serve, mint, revoke, count-posts, approve-device, refresh-tokens, device-polls, make-ca
+  serve, mint, revoke, token-info, count-posts, approve-device, refresh-tokens, device-polls, make-ca
 All state (SQLite DB, access.log, gunicorn.log, OIDC key) lives in --state-dir.
 """
 import argparse
@@ -221,6 +221,19 @@ def cmd_revoke(a):
     print("revoked")
 
 
+def cmd_token_info(a):
+    """What the server holds of an access token: its scope and resources, or that it is gone."""
+    import hashlib
+    django_setup(Path(a.state_dir).resolve())
+    from oauth2_provider.models import AccessToken
+    checksum = hashlib.sha256(a.access_token.encode()).hexdigest()
+    at = AccessToken.objects.filter(token_checksum=checksum).first()
+    if at is None:
+        print(json.dumps({"active": False}))
+        return
+    print(json.dumps({"active": not at.is_expired(), "scope": at.scope, "resource": at.resource or []}))
+
+
 def cmd_count_posts(a):
     n = 0
     try:
@@ -345,6 +358,11 @@ def main():
     r.add_argument("--state-dir", required=True)
     r.add_argument("--refresh-token", required=True)
     r.set_defaults(func=cmd_revoke)
+
+    ti = sub.add_parser("token-info", help="scope and resources of an access token, as JSON ({\"active\": false} when gone)")
+    ti.add_argument("--state-dir", required=True)
+    ti.add_argument("--access-token", required=True)
+    ti.set_defaults(func=cmd_token_info)
 
     c = sub.add_parser("count-posts", help="POST lines to PATH in the access log")
     c.add_argument("--state-dir", required=True)

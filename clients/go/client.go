@@ -35,8 +35,8 @@ func SocketPath() string {
 	return DefaultSocketPath
 }
 
-// Option configures a Client, a TokenSource, a Transport, a DPoPTransport or a DPoPProof call.
-// Options that do not apply to what they are given to are ignored.
+// Option configures a Client, a TokenSource, a Transport, a DPoPTransport, a NarrowedToken call
+// or a DPoPProof call. Options that do not apply to what they are given to are ignored.
 type Option func(*settings)
 
 type settings struct {
@@ -45,6 +45,8 @@ type settings struct {
 	maxMessage int
 	minValid   time.Duration
 	nonce      string
+	scope      string
+	resource   string
 	client     *Client
 	ctx        context.Context
 }
@@ -90,6 +92,16 @@ func WithMinValid(d time.Duration) Option { return func(s *settings) { s.minVali
 // WithNonce sets the nonce of a DPoPProof call: the DPoP-Nonce the resource server sent
 // (default "": the proof has no nonce).
 func WithNonce(nonce string) Option { return func(s *settings) { s.nonce = nonce } }
+
+// WithScope asks a NarrowedToken call, a TokenSource or a Transport for a token narrowed to
+// scope: space-separated scope values, a subset of the credential's scope (default "": the
+// credential's own token). DPoPProof and DPoPTransport ignore it.
+func WithScope(scope string) Option { return func(s *settings) { s.scope = scope } }
+
+// WithResource asks a NarrowedToken call, a TokenSource or a Transport for a token narrowed to
+// the API at uri: an absolute URI, the RFC 8707 resource indicator (default "": the
+// credential's own token). DPoPProof and DPoPTransport ignore it.
+func WithResource(uri string) Option { return func(s *settings) { s.resource = uri } }
 
 // WithClient makes a TokenSource, a Transport or a DPoPTransport use an existing Client (its
 // socket and timeout) instead of making its own.
@@ -170,6 +182,30 @@ func (c *Client) Close() error {
 // Errors: *UnknownUserError, *PermissionDeniedError, *ReauthenticationRequiredError,
 // *RefreshFailedError, *DaemonUnavailableError, *TimeoutError, …
 func (c *Client) Token(ctx context.Context, user string, minValid time.Duration, rejected string) (*Credentials, error) {
+	return c.token(ctx, user, minValid, rejected, "", "")
+}
+
+// NarrowedToken is Token for a token narrowed to WithScope (space-separated scope values, a
+// subset of the credential's scope) and/or WithResource (the absolute URI of the API the token
+// is for, RFC 8707); without either it is Token. tokend gets a narrowed token from the provider
+// (which must have narrowed_tokens = true) with a refresh grant, and caches and refreshes it
+// apart from the credential's own token; rejected is compared with the narrowed token. The
+// Credentials' Scope is the narrowed scope.
+//
+// Errors: *InvalidCredentialError for a scope wider than the credential's or a provider
+// without narrowed tokens, *RefreshFailedError when the provider refuses or does not narrow, a
+// *VarlinkError matching ErrInvalidParameter (Parameters["parameter"] scope or resource) for a
+// malformed one, and otherwise those of Token.
+func (c *Client) NarrowedToken(ctx context.Context, user string, minValid time.Duration, rejected string, opts ...Option) (*Credentials, error) {
+	var s settings
+	for _, opt := range opts {
+		opt(&s)
+	}
+	return c.token(ctx, user, minValid, rejected, s.scope, s.resource)
+}
+
+// token is ProvideTokenReplacement; scope and resource are sent when not "".
+func (c *Client) token(ctx context.Context, user string, minValid time.Duration, rejected, scope, resource string) (*Credentials, error) {
 	const method = interfaceName + ".ProvideTokenReplacement"
 	if err := checkIdentifier(user, "userIdentifier", method); err != nil {
 		return nil, err
@@ -180,6 +216,12 @@ func (c *Client) Token(ctx context.Context, user string, minValid time.Duration,
 	}
 	if rejected != "" {
 		parameters["rejectedToken"] = rejected
+	}
+	if scope != "" {
+		parameters["scope"] = scope
+	}
+	if resource != "" {
+		parameters["resource"] = resource
 	}
 	var credentials *Credentials
 	err := c.roundTrip(ctx, call{Method: method, Parameters: parameters}, func(r *reply) error {

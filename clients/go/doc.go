@@ -10,6 +10,12 @@
 //
 //	httpClient := oauth2.NewClient(ctx, tokend.TokenSource("alice", tokend.WithMinValid(time.Minute)))
 //
+// A token narrowed to part of the credential's scope and/or to one API (RFC 8707), when its
+// provider has narrowed_tokens = true (WithScope and WithResource work for a TokenSource and a
+// Transport too):
+//
+//	credentials, err := client.NarrowedToken(ctx, "alice", time.Minute, "", tokend.WithScope("read"))
+//
 // With a DPoP-bound credential, tokend signs a DPoP proof for each request:
 //
 //	proof, err := client.DPoPProof(ctx, "alice", http.MethodGet, "https://api.example/resource")

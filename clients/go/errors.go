@@ -155,7 +155,9 @@ func (e *UnknownProviderError) Error() string {
 }
 func (e *UnknownProviderError) Is(target error) bool { return target == ErrUnknownProvider }
 
-// InvalidCredentialError: tokend refused the token response given to AddCredential.
+// InvalidCredentialError: tokend refused the token response given to AddCredential, a DPoPProof
+// for tokens that are not DPoP-bound, or a NarrowedToken the credential cannot have (a scope
+// wider than its own, a provider without narrowed tokens).
 type InvalidCredentialError struct {
 	Reason string
 }

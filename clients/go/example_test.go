@@ -52,6 +52,39 @@ func ExampleNewTransport() {
 	resp.Body.Close()
 }
 
+func ExampleClient_NarrowedToken() {
+	ctx := context.Background()
+	client := tokend.NewClient()
+	defer client.Close()
+	// A token for one API with part of alice's scope (her provider has narrowed_tokens = true).
+	credentials, err := client.NarrowedToken(ctx, "alice", time.Minute, "",
+		tokend.WithScope("read"), tokend.WithResource("https://api.example/"))
+	var invalid *tokend.InvalidCredentialError
+	switch {
+	case errors.As(err, &invalid):
+		log.Fatalf("no such narrowed token for alice: %s", invalid.Reason) // a scope she lacks, or narrowed_tokens is off
+	case err != nil:
+		log.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example/resource", nil)
+	req.Header.Set("Authorization", credentials.AuthorizationHeader()) // credentials.Scope is "read"
+}
+
+func ExampleWithScope() {
+	ctx := context.Background()
+	// The same narrowed token through oauth2 and through a Transport (which replaces it on a 401).
+	source := tokend.TokenSource("alice", tokend.WithScope("read"), tokend.WithResource("https://api.example/"))
+	viaOAuth2 := oauth2.NewClient(ctx, source)
+	viaTransport := &http.Client{Transport: tokend.NewTransport("alice", tokend.WithScope("read"), tokend.WithResource("https://api.example/"))}
+	for _, httpClient := range []*http.Client{viaOAuth2, viaTransport} {
+		resp, err := httpClient.Get("https://api.example/resource")
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+}
+
 func ExampleClient_DPoPProof() {
 	ctx := context.Background()
 	client := tokend.NewClient()

@@ -37,6 +37,10 @@ const (
 	// Its token endpoint (the discard port) is never contacted: its credentials have no refresh
 	// token.
 	dpopProvider = "dpop"
+	// narrowedProvider is the IdP once more, with narrowed_tokens = true: tokend may ask it for
+	// tokens narrowed to a scope or a resource. Only daemons started with narrowedProviderSection
+	// have it.
+	narrowedProvider = "narrowed"
 )
 
 var (
@@ -234,14 +238,24 @@ type tokenResponse struct {
 }
 
 // mint returns fresh token pairs of alice at the IdP, whose access tokens live lifetime
-// seconds (0: the IdP's default, idpLifetime).
+// seconds (0: the IdP's default, idpLifetime), with the IdP's default scope (read).
 func (p *identityProvider) mint(t *testing.T, count, lifetime int) []tokenResponse {
+	t.Helper()
+	return p.mintScoped(t, count, lifetime, "")
+}
+
+// mintScoped is mint with the given scope ("": the IdP's default, read).
+func (p *identityProvider) mintScoped(t *testing.T, count, lifetime int, scope string) []tokenResponse {
 	t.Helper()
 	if lifetime == 0 {
 		lifetime = idpLifetime
 	}
 	var responses []tokenResponse
-	out := p.tool(t, "mint", "--count", strconv.Itoa(count), "--prefix", "go", "--lifetime", strconv.Itoa(lifetime))
+	args := []string{"mint", "--count", strconv.Itoa(count), "--prefix", "go", "--lifetime", strconv.Itoa(lifetime)}
+	if scope != "" {
+		args = append(args, "--scope", scope)
+	}
+	out := p.tool(t, args...)
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var response tokenResponse
 		if err := json.Unmarshal([]byte(line), &response); err != nil {
@@ -277,15 +291,25 @@ var introspection = &http.Client{Timeout: 10 * time.Second}
 // active asks the IdP (RFC 7662 introspection, as the confidential client) whether an access
 // token is live.
 func (p *identityProvider) active(token string) (bool, error) {
-	return p.clientPost("/o/introspect/", url.Values{"token": {token}}, func(resp *http.Response) (bool, error) {
-		var answer struct {
-			Active bool `json:"active"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
-			return false, err
-		}
-		return answer.Active, nil
+	answer, err := p.introspect(token)
+	return answer.Active, err
+}
+
+// introspected is what the IdP says of an access token (RFC 7662): whether it is live, its
+// scope, and its audiences (the RFC 8707 resources it was issued for).
+type introspected struct {
+	Active bool     `json:"active"`
+	Scope  string   `json:"scope"`
+	Aud    []string `json:"aud"`
+}
+
+// introspect asks the IdP about an access token (RFC 7662, as the confidential client).
+func (p *identityProvider) introspect(token string) (introspected, error) {
+	var answer introspected
+	_, err := p.clientPost("/o/introspect/", url.Values{"token": {token}}, func(resp *http.Response) (bool, error) {
+		return true, json.NewDecoder(resp.Body).Decode(&answer)
 	})
+	return answer, err
 }
 
 func (p *identityProvider) clientPost(path string, form url.Values, read func(*http.Response) (bool, error)) (bool, error) {
@@ -318,6 +342,27 @@ type daemon struct {
 // startDaemon starts tokend against the IdP; t.Cleanup stops it. extra lines (key = value)
 // go to [daemon], replacing the defaults of the same keys.
 func startDaemon(t *testing.T, p *identityProvider, extra ...string) *daemon {
+	t.Helper()
+	return startDaemonWithProviders(t, p, "", extra...)
+}
+
+// narrowedProviderSection is the configuration of narrowedProvider: the IdP, as the provider
+// example, with narrowed_tokens = true.
+func narrowedProviderSection(p *identityProvider) string {
+	return fmt.Sprintf(`[providers.%[1]s]
+kind = "oauth2"
+token_endpoint = "%[2]s/o/token/"
+revocation_endpoint = "%[2]s/o/revoke_token/"
+client_id = "%[3]s"
+client_secret_file = "idp-secret"
+client_auth = "client_secret_basic"
+narrowed_tokens = true
+`, narrowedProvider, p.base(), idpClientID)
+}
+
+// startDaemonWithProviders is startDaemon with more provider sections (TOML) after the
+// providers example and dpop.
+func startDaemonWithProviders(t *testing.T, p *identityProvider, providers string, extra ...string) *daemon {
 	t.Helper()
 	dir, err := scratch("tokend-go-")
 	if err != nil {
@@ -359,6 +404,9 @@ client_id = "tokend-dpop-test"
 client_auth = "none"
 dpop = true
 `, p.base(), idpClientID, dpopProvider)
+	if providers != "" {
+		config += "\n" + providers
+	}
 	d := &daemon{dir: dir, config: filepath.Join(dir, "tokend.toml"), socket: filepath.Join(dir, "tokend.sock"),
 		log: filepath.Join(dir, "tokend.log")}
 	if err := os.WriteFile(d.config, []byte(config), 0o644); err != nil {
@@ -444,10 +492,16 @@ func enrol(t *testing.T, c *tokend.Client, p *identityProvider, user string) tok
 // enrolMinted stores a token response for user through the client under test.
 func enrolMinted(t *testing.T, c *tokend.Client, user string, minted tokenResponse) tokenResponse {
 	t.Helper()
+	return enrolMintedFor(t, c, user, "example", minted)
+}
+
+// enrolMintedFor is enrolMinted for a credential of provider.
+func enrolMintedFor(t *testing.T, c *tokend.Client, user, provider string, minted tokenResponse) tokenResponse {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := c.AddCredential(ctx, tokend.AddCredentialRequest{
-		UserIdentifier: user, Provider: "example", AccessToken: minted.AccessToken,
+		UserIdentifier: user, Provider: provider, AccessToken: minted.AccessToken,
 		RefreshToken: minted.RefreshToken, TokenType: minted.TokenType,
 		ExpiresIn: time.Duration(minted.ExpiresIn) * time.Second, Scope: minted.Scope,
 	})

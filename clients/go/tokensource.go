@@ -8,8 +8,9 @@ import (
 )
 
 // TokenSource returns an oauth2.TokenSource whose Token asks tokend for user's access token,
-// valid for at least WithMinValid (default 0). Options: WithSocket, WithTimeout, WithClient,
-// WithMinValid, WithContext.
+// valid for at least WithMinValid (default 0), narrowed to WithScope and/or WithResource when
+// given (see Client.NarrowedToken). Options: WithSocket, WithTimeout, WithClient, WithMinValid,
+// WithScope, WithResource, WithContext.
 //
 // It is safe for concurrent use and asks tokend on every call; tokend keeps the token fresh
 // and answers from memory, so a call costs one local round trip. Wrapping it in
@@ -27,7 +28,7 @@ func TokenSource(user string, opts ...Option) oauth2.TokenSource {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return &tokenSource{client: client, user: user, minValid: s.minValid, ctx: ctx}
+	return &tokenSource{client: client, user: user, minValid: s.minValid, scope: s.scope, resource: s.resource, ctx: ctx}
 }
 
 // TokenSource is TokenSource with this client.
@@ -39,12 +40,14 @@ type tokenSource struct {
 	client   *Client
 	user     string
 	minValid time.Duration
+	scope    string
+	resource string
 	ctx      context.Context
 }
 
 // Token returns the current access token.
 func (s *tokenSource) Token() (*oauth2.Token, error) {
-	credentials, err := s.client.Token(s.ctx, s.user, s.minValid, "")
+	credentials, err := s.client.token(s.ctx, s.user, s.minValid, "", s.scope, s.resource)
 	if err != nil {
 		return nil, err
 	}

@@ -24,15 +24,19 @@ type Transport struct {
 	Client   *Client
 	User     string
 	MinValid time.Duration
+	// Scope and Resource, when not "", ask for a token narrowed to them (see
+	// Client.NarrowedToken) instead of the credential's own; a 401 replaces that token.
+	Scope    string
+	Resource string
 	// Base sends the requests; nil means http.DefaultTransport.
 	Base http.RoundTripper
 }
 
 // NewTransport returns a Transport for user. Options: WithClient, WithSocket, WithTimeout,
-// WithMinValid.
+// WithMinValid, WithScope, WithResource.
 func NewTransport(user string, opts ...Option) *Transport {
 	s := newSettings(opts)
-	return &Transport{Client: s.clientOrNew(), User: user, MinValid: s.minValid}
+	return &Transport{Client: s.clientOrNew(), User: user, MinValid: s.minValid, Scope: s.scope, Resource: s.resource}
 }
 
 func (t *Transport) base() http.RoundTripper { return baseOrDefault(t.Base) }
@@ -48,7 +52,7 @@ func baseOrDefault(base http.RoundTripper) http.RoundTripper {
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	credentials, err := t.Client.Token(ctx, t.User, t.MinValid, "")
+	credentials, err := t.Client.token(ctx, t.User, t.MinValid, "", t.Scope, t.Resource)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -60,7 +64,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || !replayable {
 		return resp, err
 	}
-	fresh, err := t.Client.Token(ctx, t.User, t.MinValid, credentials.AccessToken)
+	fresh, err := t.Client.token(ctx, t.User, t.MinValid, credentials.AccessToken, t.Scope, t.Resource)
 	if err != nil {
 		if endsCredential(err) {
 			discard(resp)

@@ -17,12 +17,13 @@ public enum OneShotCall {
     /// without the in-process cache (a one-shot process has none worth keeping).
     public static func credentials(
         socketPath: String? = nil, for userIdentifier: String, minValidity: Duration = .zero, rejectedToken: String? = nil,
-        timeout: Duration = .seconds(10), maximumMessageBytes: Int = 1 << 20
+        scope: String? = nil, resource: String? = nil, timeout: Duration = .seconds(10), maximumMessageBytes: Int = 1 << 20
     ) throws(TokendClientError) -> Credentials {
         try TokendClient.checkIdentifier(
             userIdentifier, name: "userIdentifier", method: TokenProviderMethod.provideTokenReplacement.rawValue)
         let call = TokendClient.tokenCall(
-            userIdentifier, minValiditySeconds: TokendClient.wholeSecondsRoundingUp(minValidity), rejectedToken: rejectedToken)
+            userIdentifier, minValiditySeconds: TokendClient.wholeSecondsRoundingUp(minValidity), rejectedToken: rejectedToken,
+            scope: scope, resource: resource)
         let path = socketPath ?? TokendClient.socketPath(environment: TokendClient.environmentValue(TokendClient.socketEnvironmentVariable))
         let reply = try perform(call, socketPath: path, timeout: timeout, maximumMessageBytes: maximumMessageBytes)
         if let name = reply.error {

@@ -27,6 +27,9 @@ public struct Credential: Sendable, Hashable {
     /// the credential was enrolled: its tokens are bound to it, and it goes nowhere (only proofs
     /// signed with it do). Nil for bearer tokens.
     public var dpopKey: SecretString?
+    /// Tokens narrowed to a scope or resource for programs that asked (``NarrowedToken``);
+    /// they go with the credential: a new login or its removal drops them.
+    public var narrowedTokens: [NarrowedToken] = []
     /// Bumped by every write of this credential; the store refuses a write based on an older
     /// generation, so two writers can never silently overwrite each other.
     public var generation: Int64
@@ -45,6 +48,7 @@ public struct Credential: Sendable, Hashable {
         enrolment: Enrolment,
         status: RefreshStatus = RefreshStatus(),
         dpopKey: SecretString? = nil,
+        narrowedTokens: [NarrowedToken] = [],
         generation: Int64 = 0
     ) {
         self.userIdentifier = userIdentifier
@@ -60,6 +64,7 @@ public struct Credential: Sendable, Hashable {
         self.enrolment = enrolment
         self.status = status
         self.dpopKey = dpopKey
+        self.narrowedTokens = narrowedTokens
         self.generation = generation
     }
 }

@@ -126,8 +126,20 @@ struct CallRouter: Sendable {
         let minValidSeconds = try parameters.optionalInt("minValidSeconds") ?? 0
         guard minValidSeconds >= 0, minValidSeconds <= 366 * 86400 else { throw .invalidParameter("minValidSeconds") }
         let rejectedToken = try parameters.optionalString("rejectedToken")
+        let (scope, resource) = (try parameters.optionalString("scope"), try parameters.optionalString("resource"))
+        let narrowing: TokenNarrowing?
+        do throws(NarrowingParameterError) {
+            narrowing = try TokenNarrowing(scope: scope, resource: resource)
+        } catch {
+            throw .invalidParameter(error.parameter)
+        }
 
         let entry = try readableEntry(user, caller: caller, method: call.method)
+        if let narrowing {
+            return narrowedToken(
+                user, narrowing: narrowing, entry: entry, minimumValidity: .seconds(minValidSeconds), rejectedToken: rejectedToken,
+                caller: caller, eventLoop: eventLoop)
+        }
         let now = now()
         let decision = ServeDecision.decide(deadline: entry.deadline, now: now, minimumValidity: .seconds(minValidSeconds))
         // `rejectedToken` equal to the current token: the API refused it, so it must be replaced.
@@ -147,6 +159,30 @@ struct CallRouter: Sendable {
         ) { [registry] in
             let fresh = try await registry.freshEntry(for: user, reason: reason, caller: caller)
             return [fresh.replyBytes]
+        }
+    }
+
+    /// `ProvideTokenReplacement` with `scope` or `resource`: the kept narrowed token, answered on
+    /// the event loop while it serves, else the registry's (``CredentialRegistry/narrowedToken(for:narrowing:minimumValidity:rejectedToken:)``).
+    private func narrowedToken(
+        _ user: String, narrowing: TokenNarrowing, entry: ViewEntry, minimumValidity: Duration, rejectedToken: String?,
+        caller: CallerIdentity, eventLoop: any EventLoop
+    ) -> CallOutcome {
+        if let kept = view.narrowedTokens.lookup(user, key: narrowing.key, enrolment: entry.enrolment),
+            kept.serves(now: now(), minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+        {
+            return .reply(kept.replyBytes)
+        }
+        return deferred(
+            on: eventLoop, caller: caller, what: "getting a narrowed token",
+            timeoutError: { timeout in
+                .refreshFailed(
+                    user, reason: "no narrowed token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
+            }
+        ) { [registry] in
+            let serving = try await registry.narrowedToken(
+                for: user, narrowing: narrowing, minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+            return [serving.replyBytes]
         }
     }
 

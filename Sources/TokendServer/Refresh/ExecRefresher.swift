@@ -19,7 +19,9 @@ struct ExecRefresher: ProviderRefresher {
     let settings: ExecSettings
     static let maximumOutputBytes = 256 * 1024
 
-    func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
+    func refresh(
+        _ credential: Credential, narrowing: TokenNarrowing?, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp
+    ) async -> GrantOutcome {
         var input: JSONObject = ["userIdentifier": .string(credential.userIdentifier), "provider": .string(providerName)]
         if let refresh = credential.refreshToken { input["refreshToken"] = .string(refresh.value) }
         if let scope = credential.scope { input["scope"] = .string(scope) }

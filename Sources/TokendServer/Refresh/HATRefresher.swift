@@ -18,7 +18,9 @@ struct HATRefresher: ProviderRefresher {
     /// The largest response body read (and thrown away) so the connection can be reused.
     static let maximumBodyBytes = 1 << 20
 
-    func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
+    func refresh(
+        _ credential: Credential, narrowing: TokenNarrowing?, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp
+    ) async -> GrantOutcome {
         var request = HTTPClientRequest(url: settings.renewalURL)
         request.headers.add(name: settings.renewalHeader, value: credential.accessToken.value)
         request.headers.add(name: "Accept", value: "application/json")

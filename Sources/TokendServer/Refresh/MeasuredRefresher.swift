@@ -24,9 +24,11 @@ struct MeasuredRefresher: ProviderRefresher {
         duration = Timer(label: MetricName.grantDuration, dimensions: [("provider", provider)], factory: factory)
     }
 
-    func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
+    func refresh(
+        _ credential: Credential, narrowing: TokenNarrowing?, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp
+    ) async -> GrantOutcome {
         let start = ContinuousClock.now
-        let outcome = await inner.refresh(credential, stormPacing: stormPacing, now: now)
+        let outcome = await inner.refresh(credential, narrowing: narrowing, stormPacing: stormPacing, now: now)
         let elapsed = ContinuousClock.now - start
         duration.recordNanoseconds(
             elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)

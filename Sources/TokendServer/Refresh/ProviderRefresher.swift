@@ -9,8 +9,11 @@ protocol ProviderRefresher: Sendable {
     /// Exchanges the credential's refresh token for new tokens. Never throws: every failure is a
     /// classified `GrantOutcome`. `stormPacing` is nonzero for a grant of a refresh storm: the
     /// interval at which the HTTP loop handles its sockets meanwhile (``StormPacer``); the exec
-    /// refresher has no HTTP and ignores it.
-    func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome
+    /// refresher has no HTTP and ignores it. `narrowing` asks for a narrowed token (only of
+    /// OAuth 2.0 providers; the others are never asked).
+    func refresh(
+        _ credential: Credential, narrowing: TokenNarrowing?, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp
+    ) async -> GrantOutcome
     /// Revokes the credential's refresh token at the provider, if the provider supports it.
     func revoke(_ credential: Credential) async -> RevocationOutcome
 }
@@ -62,7 +65,9 @@ final class OAuth2Refresher: ProviderRefresher {
         )
     }
 
-    func refresh(_ credential: Credential, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp) async -> GrantOutcome {
+    func refresh(
+        _ credential: Credential, narrowing: TokenNarrowing?, stormPacing: Duration, now: @escaping @Sendable () -> Timestamp
+    ) async -> GrantOutcome {
         guard let refreshToken = credential.refreshToken else {
             return .permanent(error: "no_refresh_token", description: "the credential has no refresh token")
         }
@@ -78,7 +83,8 @@ final class OAuth2Refresher: ProviderRefresher {
             }
         }
         return await client.refresh(
-            endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, dpopKey: dpopKey, stormPacing: stormPacing, now: now)
+            endpoint: endpoints.token, settings: settings, refreshToken: refreshToken, dpopKey: dpopKey, narrowing: narrowing,
+            stormPacing: stormPacing, now: now)
     }
 
     func revoke(_ credential: Credential) async -> RevocationOutcome {

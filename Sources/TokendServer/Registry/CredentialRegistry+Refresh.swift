@@ -6,6 +6,8 @@ import TokendStorage
 /// What one grant achieved.
 enum GrantResult: Sendable {
     case refreshed(ViewEntry)
+    /// A narrowed grant's token (``CredentialRegistry/narrowedToken(for:narrowing:minimumValidity:rejectedToken:)``).
+    case narrowed(NarrowedServing)
     case failed(VarlinkError)
 }
 
@@ -57,6 +59,7 @@ extension CredentialRegistry {
         switch await join(userIdentifier, reason: reason) {
         case .refreshed(let fresh): return fresh
         case .failed(let error): throw error
+        case .narrowed: throw .refreshFailed(userIdentifier, reason: "internal error: a narrowed token answered a refresh", retryAt: nil)
         }
     }
 
@@ -92,6 +95,9 @@ extension CredentialRegistry {
     /// One refresh grant, from marking it in flight to committing its result.
     private func performGrant(_ user: String, reason: RefreshReason) async -> GrantResult {
         defer { grants.inFlight[user] = nil }
+        // A narrowed grant may be spending the refresh token: this one reads it after that.
+        await lockRefreshToken(user)
+        defer { unlockRefreshToken(user) }
         // Phase 0: the gate — free on one host; when several nodes share the store, the
         // credential's refresh lease or the result of the node that holds it.
         let gate = self.gate
@@ -111,7 +117,11 @@ extension CredentialRegistry {
     /// until its provider has answered: the cap bounds the requests a provider sees at once. The
     /// commit runs after the slot is free, so in a refresh storm the next grant's marker and
     /// this grant's result share one store transaction (``storeGrouping(for:)``).
-    private func grant(_ user: String, reason: RefreshReason) async -> GrantResult {
+    ///
+    /// With `narrowing`, the grant asks for a narrowed token instead (its commit is
+    /// ``commitNarrowed(_:for:narrowing:provider:grouping:stateBefore:unresolvedBefore:)``): it
+    /// spends the same refresh token, so it takes the same slot, marker and lease.
+    func grant(_ user: String, reason: RefreshReason, narrowing: TokenNarrowing? = nil) async -> GrantResult {
         await acquireSlot(for: user)
         var holdsSlot = true
         defer { if holdsSlot { releaseSlot() } }
@@ -151,7 +161,7 @@ extension CredentialRegistry {
         grants.started += 1
         logger.debug("refresh grant", metadata: ["user_identifier": "\(user)", "provider": "\(provider.name)", "reason": "\(reason)"])
         let stormPacing = storeGrouping(for: reason) > .zero ? Self.stormPacing : .zero
-        let outcome = await refresher.refresh(credential, stormPacing: stormPacing, now: now)
+        let outcome = await refresher.refresh(credential, narrowing: narrowing, stormPacing: stormPacing, now: now)
         // Asked again, not reused from before the request: other grants' slots changed meanwhile.
         let grouping = storeGrouping(for: reason)
         releaseSlot()
@@ -160,6 +170,11 @@ extension CredentialRegistry {
         // Phase 3, under the lock again: commit whatever happened.
         await lock(user)
         defer { unlock(user) }
+        if let narrowing {
+            return await commitNarrowed(
+                outcome, for: credential, narrowing: narrowing, provider: provider, grouping: grouping, stateBefore: stateBefore,
+                unresolvedBefore: unresolvedBefore)
+        }
         return await commit(outcome, for: credential, provider: provider, grouping: grouping, unresolvedBefore: unresolvedBefore)
     }
 
@@ -273,6 +288,14 @@ extension CredentialRegistry {
                 )
             }
             let rotated = response.refreshToken != nil
+            // After narrowed grants, less scope than before means the provider narrowed the
+            // refresh token itself (``NarrowingRules/scopeLost(before:after:)``). Such a provider
+            // also treats the narrowed tokens as the refresh token's: they go.
+            if !credential.narrowedTokens.isEmpty, let lost = NarrowingRules.scopeLost(before: credential.scope, after: response.scope) {
+                notices.refreshTokenNarrowed(provider: provider, userIdentifier: user, lost: lost)
+                next.narrowedTokens = []
+                view.narrowedTokens.forget(user)
+            }
             if let reason = response.lifetime(receivedAt: received, assumed: policy.assumedLifetime).assumedBecause {
                 notices.assumedLifetime(provider: provider, reason: reason)
             }
@@ -359,7 +382,7 @@ extension CredentialRegistry {
     /// the provider (``GrantOutcome/unanswered(reason:)``); then, or while an earlier grant's
     /// outcome is unknown (`unresolvedBefore`), the grant's marker stays: the retry runs as a
     /// recovery, and a restart before it recovers at once — as after a crash.
-    private func recordTransientFailure(
+    func recordTransientFailure(
         _ credential: Credential, provider: ProviderConfiguration, reason: String, retryAfter: Duration?,
         unanswered: Bool = false, unresolvedBefore: Bool = false
     ) async -> GrantResult {
@@ -417,7 +440,7 @@ extension CredentialRegistry {
         return "the login reached its maximum age of \(age); log in again"
     }
 
-    private func writeStatus(_ credential: inout Credential) async {
+    func writeStatus(_ credential: inout Credential) async {
         do {
             credential.generation = try await store.updateStatus(
                 userIdentifier: credential.userIdentifier, status: credential.status, expectedGeneration: credential.generation

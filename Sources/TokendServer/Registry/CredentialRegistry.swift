@@ -44,6 +44,9 @@ actor CredentialRegistry {
     /// Token files of the configured users, kept in step with the view.
     let tokenFiles: TokenFileSinks
     var locks = UserLocks()
+    /// Serialises every grant that spends a credential's refresh token — its own refreshes and
+    /// narrowed grants — for the whole grant, request included (``locks`` is free meanwhile).
+    var refreshTokenLocks = UserLocks()
     var slots: GrantSlots
     var grants = GrantBook()
     var enrolments: Enrolments
@@ -207,6 +210,14 @@ actor CredentialRegistry {
     }
 
     func unlock(_ user: String) { locks.release(user) }
+
+    /// Waits until no other grant spends `user`'s refresh token.
+    func lockRefreshToken(_ user: String) async {
+        if refreshTokenLocks.tryAcquire(user) { return }
+        await withCheckedContinuation { continuation in refreshTokenLocks.enqueue(user, continuation) }
+    }
+
+    func unlockRefreshToken(_ user: String) { refreshTokenLocks.release(user) }
 
     // MARK: View entries
 

@@ -8,6 +8,12 @@ struct GrantBook {
     /// Grants in flight by user: every caller that needs the same credential refreshed awaits
     /// the same task.
     var inFlight: [String: Task<GrantResult, Never>] = [:]
+    /// Narrowed grants in flight, by user and ``TokenNarrowing/key``: callers asking for the
+    /// same narrowed token await the same task.
+    var narrowedInFlight: [String: Task<GrantResult, Never>] = [:]
+    /// When a narrowed token was last asked of the provider, by user and request key: callers
+    /// may not force narrowed grants more often than refreshes.
+    private(set) var lastNarrowedGrant: [String: [String: Timestamp]] = [:]
     /// Failed grants in a row, by user; the next attempt's backoff grows with it.
     var failures: [String: Int] = [:]
     /// When a caller last forced a refresh, by user (``CallerRefreshRule``).
@@ -25,6 +31,16 @@ struct GrantBook {
     mutating func forget(_ user: String) {
         failures[user] = nil
         lastForced[user] = nil
+        lastNarrowedGrant[user] = nil
+    }
+
+    /// Records a narrowed grant; the user's records older than `keepingAfter` go, so that a
+    /// caller cycling through resources does not grow the book.
+    mutating func noteNarrowedGrant(of user: String, key: String, at time: Timestamp, keepingAfter oldest: Timestamp) {
+        var mine = lastNarrowedGrant[user] ?? [:]
+        if mine.count >= 16 { mine = mine.filter { $0.value > oldest } }
+        mine[key] = time
+        lastNarrowedGrant[user] = mine
     }
 
     /// How long a grant to `provider` must wait for its `rate_limit`, its place reserved.

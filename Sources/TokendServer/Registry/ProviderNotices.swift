@@ -7,6 +7,8 @@ import TokendCore
 /// expire.
 struct ProviderNotices {
     private var said: Set<[String]> = []
+    /// Providers seen narrowing a credential's refresh token after a narrowed grant.
+    private var narrowingRefreshTokens: Set<String> = []
     let logger: Logger
 
     init(logger: Logger) { self.logger = logger }
@@ -29,6 +31,21 @@ struct ProviderNotices {
             "token lifetime unknown; assuming assumed_lifetime", provider: provider,
             ["problem": "\(reason)", "assumed_lifetime": "\(DurationFormat.humanReadable(provider.refreshPolicy.assumedLifetime))"])
     }
+
+    /// A credential's own refresh came back with less scope than it had, after narrowed grants:
+    /// the provider narrowed the refresh token itself (RFC 6749 §6 says its scope stays). From
+    /// now on no narrowed token is asked of it, so that no other credential loses scope.
+    mutating func refreshTokenNarrowed(provider: ProviderConfiguration, userIdentifier: String, lost: [String]) {
+        narrowingRefreshTokens.insert(provider.name)
+        logger.error(
+            "the provider narrowed a refresh token after a narrowed grant; narrowed tokens of this provider are refused from now on",
+            metadata: [
+                "provider": "\(provider.name)", "user_identifier": "\(userIdentifier)", "scope_lost": "\(lost.joined(separator: " "))",
+                "remedy": "log the user in again to get the scope back; set narrowed_tokens = false for this provider",
+            ])
+    }
+
+    func narrowsRefreshTokens(_ provider: ProviderConfiguration) -> Bool { narrowingRefreshTokens.contains(provider.name) }
 
     private mutating func sayOnce(_ message: Logger.Message, provider: ProviderConfiguration, _ metadata: Logger.Metadata) {
         guard said.insert(["\(message)", provider.name]).inserted else { return }

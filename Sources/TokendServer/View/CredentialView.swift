@@ -24,6 +24,8 @@ final class CredentialView: Sendable {
     let changes = ChangeSignal()
     /// The DPoP keys of credentials programs asked proofs for; they go with their credential.
     let dpopKeys = DPoPKeyCache()
+    /// The narrowed tokens programs asked for; they go with their credential.
+    let narrowedTokens = NarrowedTokenCache()
 
     init(shardCount: Int = 16) {
         shards = (0..<max(1, shardCount)).map { _ in Shard() }
@@ -44,7 +46,10 @@ final class CredentialView: Sendable {
             countHeld(removing: old, adding: entry)
             return old
         }
-        if let old, old.enrolment != entry.enrolment { dpopKeys.forget(entry.userIdentifier) }
+        if let old, old.enrolment != entry.enrolment {
+            dpopKeys.forget(entry.userIdentifier)
+            narrowedTokens.forget(entry.userIdentifier)
+        }
         notifyChange(from: old, to: entry)
         changes.signal()
     }
@@ -56,6 +61,7 @@ final class CredentialView: Sendable {
             return old
         }
         dpopKeys.forget(userIdentifier)
+        narrowedTokens.forget(userIdentifier)
         if old != nil { hub.publish(userIdentifier, .removed) }
         changes.signal()
     }
@@ -105,6 +111,7 @@ final class CredentialView: Sendable {
         for entry in entries { if let uid = Self.heldUID(entry) { counts[uid, default: 0] += 1 } }
         held.withLock { $0 = counts }
         dpopKeys.removeAll()
+        narrowedTokens.removeAll()
         for (index, shard) in shards.enumerated() {
             let newEntries = grouped[index]
             let old = shard.entries.withLock { entries in

@@ -10,6 +10,8 @@ public struct TokenColumn: Sendable, Hashable, CustomStringConvertible {
     public static var refreshToken: TokenColumn { TokenColumn("refresh_token") }
     /// The private key of a DPoP-bound credential, sealed like its tokens.
     public static var dpopKey: TokenColumn { TokenColumn("dpop_key") }
+    /// The credential's narrowed tokens (``NarrowedTokenCoding``), sealed like its tokens.
+    public static var narrowedTokens: TokenColumn { TokenColumn("narrowed_tokens") }
 
     public var description: String { name }
 }

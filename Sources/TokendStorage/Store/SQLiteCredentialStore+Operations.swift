@@ -134,7 +134,7 @@ extension SQLiteCredentialStore {
             // values are walked in order through the expression indexes (schema v2): one probe
             // per key in use, however many rows there are.
             var ids = Set<String>()
-            for column in ["access_token", "refresh_token", "dpop_key"] {
+            for column in ["access_token", "refresh_token", "dpop_key", "narrowed_tokens"] {
                 let key = "substr(\(column), 2, 8)"
                 var last = Data()
                 for _ in 0..<100_000 {
@@ -167,6 +167,7 @@ extension SQLiteCredentialStore {
                         WHERE substr(access_token, 2, 8) != ?1
                            OR (refresh_token IS NOT NULL AND substr(refresh_token, 2, 8) != ?1)
                            OR (dpop_key IS NOT NULL AND substr(dpop_key, 2, 8) != ?1)
+                           OR (narrowed_tokens IS NOT NULL AND substr(narrowed_tokens, 2, 8) != ?1)
                         ORDER BY user_identifier LIMIT ?2
                         """,
                     arguments: [currentID, batchSize]
@@ -179,12 +180,13 @@ extension SQLiteCredentialStore {
                     // must still succeed after a rotation.
                     try db.execute(
                         sql: """
-                            UPDATE credentials SET salt = ?, access_token = ?, refresh_token = ?, dpop_key = ?
+                            UPDATE credentials SET salt = ?, access_token = ?, refresh_token = ?, dpop_key = ?,
+                                narrowed_tokens = ?
                             WHERE user_identifier = ?
                             """,
                         arguments: [
                             Data(sealed.salt), Data(sealed.accessToken), sealed.refreshToken.map { Data($0) },
-                            sealed.dpopKey.map { Data($0) }, credential.userIdentifier,
+                            sealed.dpopKey.map { Data($0) }, sealed.narrowedTokens.map { Data($0) }, credential.userIdentifier,
                         ]
                     )
                 }

@@ -9,6 +9,7 @@ struct SealedTokens {
     var accessToken: [UInt8]
     var refreshToken: [UInt8]?
     var dpopKey: [UInt8]?
+    var narrowedTokens: [UInt8]?
 }
 
 extension SQLiteCredentialStore {
@@ -25,7 +26,10 @@ extension SQLiteCredentialStore {
             refreshToken: try credential.refreshToken.map {
                 try row.seal($0, binding: binding(.refreshToken))
             },
-            dpopKey: try credential.dpopKey.map { try row.seal($0, binding: binding(.dpopKey)) }
+            dpopKey: try credential.dpopKey.map { try row.seal($0, binding: binding(.dpopKey)) },
+            narrowedTokens: try NarrowedTokenCoding.encode(credential.narrowedTokens).map {
+                try row.seal($0, binding: binding(.narrowedTokens))
+            }
         )
     }
 
@@ -34,7 +38,7 @@ extension SQLiteCredentialStore {
     static let writtenColumns =
         [
             "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at", "issued_at",
-            "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at", "dpop_key",
+            "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at", "dpop_key", "narrowed_tokens",
         ] + statusColumns + ["generation", "updated_at"]
 
     /// The refresh bookkeeping columns, in the order ``statusValues(_:)`` gives their values.
@@ -62,6 +66,7 @@ extension SQLiteCredentialStore {
             Int64(credential.enrolment.pid),
             credential.enrolment.at.millisecondsSince1970,
             sealed.dpopKey.map { Data($0) },
+            sealed.narrowedTokens.map { Data($0) },
         ]
         values.reserveCapacity(writtenColumns.count)
         values += statusValues(credential.status)
@@ -114,6 +119,7 @@ extension SQLiteCredentialStore {
         "user_identifier", "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at",
         "issued_at", "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at", "state",
         "last_refresh_at", "last_error", "refresh_count", "grant_started_at", "retry_at", "generation", "dpop_key",
+        "narrowed_tokens",
     ]
     /// `SELECT`'s column list for ``rowColumns``.
     static let rowColumnList = rowColumns.joined(separator: ", ")
@@ -159,6 +165,9 @@ extension SQLiteCredentialStore {
                 retryAt: try fields.optionalTimestamp("retry_at")
             ),
             dpopKey: try fields.optional("dpop_key").map { (blob: Data) in try open(blob, .dpopKey) },
+            narrowedTokens: try fields.optional("narrowed_tokens").map { (blob: Data) in
+                try NarrowedTokenCoding.decode(try open(blob, .narrowedTokens), userIdentifier: fields.userIdentifier)
+            } ?? [],
             generation: try fields.required("generation")
         )
     }

@@ -2,7 +2,7 @@ import GRDB
 
 extension SQLiteCredentialStore {
     /// The schema version the newest migration produces; recorded in `meta` for people and tools.
-    static let schemaVersion = 3
+    static let schemaVersion = 4
 
     /// The migrations, oldest first. Never edit a registered migration: add a new one.
     ///
@@ -75,6 +75,18 @@ extension SQLiteCredentialStore {
                     ALTER TABLE credentials ADD COLUMN dpop_key BLOB;
                     CREATE INDEX credentials_dpop_key_key ON credentials (substr(dpop_key, 2, 8));
                     UPDATE meta SET value = 3 WHERE key = 'schema_version';
+                    """
+            )
+        }
+        // Tokens narrowed to a scope or resource, as one sealed JSON array per credential: they
+        // are written with the credential (the rotated refresh token of a narrowed grant and its
+        // token in one transaction) and go with it; same key-id index as the other columns.
+        migrator.registerMigration("v4-narrowed-tokens") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE credentials ADD COLUMN narrowed_tokens BLOB;
+                    CREATE INDEX credentials_narrowed_tokens_key ON credentials (substr(narrowed_tokens, 2, 8));
+                    UPDATE meta SET value = 4 WHERE key = 'schema_version';
                     """
             )
         }

@@ -111,8 +111,11 @@ final class IdentityProvider: @unchecked Sendable {
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Fresh token pairs for `alice`, as token endpoint responses.
-    func mint(count: Int, lifetime: Int? = nil, client: String = IdentityProvider.clientID) async throws -> [[String: Any]] {
+    func mint(count: Int, lifetime: Int? = nil, client: String = IdentityProvider.clientID, scope: String? = nil) async throws
+        -> [[String: Any]]
+    {
         var arguments = [Self.script, "mint", "--state-dir", stateDirectory, "--count", "\(count)", "--client", client]
+        if let scope { arguments += ["--scope", scope] }
         if let lifetime { arguments += ["--lifetime", "\(lifetime)"] }
         let result = try await runCommand(Self.python, arguments, timeout: .seconds(120))
         guard result.status == 0 else { throw TestFailure("mint failed: \(result.stderr)") }
@@ -123,6 +126,14 @@ final class IdentityProvider: @unchecked Sendable {
         let result = try await runCommand(
             Self.python, [Self.script, "revoke", "--state-dir", stateDirectory, "--refresh-token", refreshToken])
         guard result.status == 0 else { throw TestFailure("revoke failed: \(result.stderr)") }
+    }
+
+    /// What the server holds of an access token: `active`, `scope`, `resource`.
+    func tokenInfo(accessToken: String) async throws -> [String: Any] {
+        let result = try await runCommand(
+            Self.python, [Self.script, "token-info", "--state-dir", stateDirectory, "--access-token", accessToken])
+        guard result.status == 0 else { throw TestFailure("token-info failed: \(result.stderr)") }
+        return try RawClient.object(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// POST requests the server logged for `path`.

@@ -16,19 +16,25 @@ enum Tokens {
 
     /// An `AddCredential` call as raw JSON.
     static func addCall(
-        user: String, access: String, refresh: String?, expiresIn: Int = 3600, readers: [String]? = nil, provider: String = "example"
+        user: String, access: String, refresh: String?, expiresIn: Int = 3600, readers: [String]? = nil, provider: String = "example",
+        scope: String? = nil
     ) -> String {
         var parameters: [String: Any] = ["userIdentifier": user, "provider": provider, "accessToken": access, "expiresIn": expiresIn]
         if let refresh { parameters["refreshToken"] = refresh }
+        if let scope { parameters["scope"] = scope }
         if let readers { parameters["readers"] = readers }
         let call: [String: Any] = ["method": "io.tokend.TokenProvider.AddCredential", "parameters": parameters]
         return String(decoding: try! JSONSerialization.data(withJSONObject: call), as: UTF8.self)
     }
 
-    static func tokenCall(user: String, minValid: Int? = nil, rejected: String? = nil) -> String {
+    static func tokenCall(
+        user: String, minValid: Int? = nil, rejected: String? = nil, scope: String? = nil, resource: String? = nil
+    ) -> String {
         var parameters: [String: Any] = ["userIdentifier": user]
         if let minValid { parameters["minValidSeconds"] = minValid }
         if let rejected { parameters["rejectedToken"] = rejected }
+        if let scope { parameters["scope"] = scope }
+        if let resource { parameters["resource"] = resource }
         let call: [String: Any] = ["method": "io.tokend.TokenProvider.ProvideTokenReplacement", "parameters": parameters]
         return String(decoding: try! JSONSerialization.data(withJSONObject: call), as: UTF8.self)
     }

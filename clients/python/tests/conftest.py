@@ -11,7 +11,7 @@ import itertools
 import re
 import secrets
 import signal
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 import pytest
 
@@ -57,22 +57,30 @@ def daemon(scratch, idp) -> Iterator[Daemon]:
 
 
 class TokenPool:
-    """Token endpoint responses minted at the IdP, in batches (one `idp.py mint` is ~0.4 s)."""
+    """Token endpoint responses minted at the IdP, in batches (one `idp.py mint` is ~0.4 s), with
+    ``scope`` (default: the IdP's, ``read``)."""
 
-    def __init__(self, idp: IdentityProvider, lifetime: int) -> None:
+    def __init__(self, idp: IdentityProvider, lifetime: int, scope: Optional[str] = None) -> None:
         self.idp = idp
         self.lifetime = lifetime
+        self.scope = scope
         self.tokens: List[Dict] = []
 
     def take(self) -> Dict:
         if not self.tokens:
-            self.tokens = self.idp.mint(count=20, lifetime=self.lifetime)
+            self.tokens = self.idp.mint(count=20, lifetime=self.lifetime, scope=self.scope)
         return self.tokens.pop()
 
 
 @pytest.fixture(scope="session")
 def pool(idp) -> TokenPool:
     return TokenPool(idp, lifetime=3600)
+
+
+@pytest.fixture(scope="session")
+def read_write_pool(idp) -> TokenPool:
+    """Pairs with the scope ``read write`` (one hour), for narrowed tokens."""
+    return TokenPool(idp, lifetime=3600, scope="read write")
 
 
 @pytest.fixture(scope="session")

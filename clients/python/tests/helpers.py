@@ -36,6 +36,9 @@ PROVIDER = "idp"
 #: A provider with ``dpop = true``: tokend makes a DPoP key for each credential added for it. Its
 #: token endpoint (the discard port) is never contacted: its credentials have no refresh token.
 DPOP_PROVIDER = "dpop"
+#: The IdP once more, with ``narrowed_tokens = true``: tokend may ask it for tokens narrowed to a
+#: scope or a resource. Only daemons started with ``narrowed_provider(idp)`` have it.
+NARROWED_PROVIDER = "narrowed"
 
 
 def bin_dir() -> Path:
@@ -152,13 +155,18 @@ class IdentityProvider:
             raise RuntimeError("idp.py %s failed: %s" % (arguments[0], result.stderr[-2000:]))
         return result.stdout
 
-    def mint(self, count: int = 1, lifetime: Optional[int] = None, prefix: Optional[str] = None) -> List[Dict]:
-        """Fresh token pairs (token endpoint responses) of alice for the confidential client."""
+    def mint(
+        self, count: int = 1, lifetime: Optional[int] = None, prefix: Optional[str] = None, scope: Optional[str] = None
+    ) -> List[Dict]:
+        """Fresh token pairs (token endpoint responses) of alice for the confidential client, with
+        ``scope`` (default: the IdP's, ``read``)."""
         arguments = ["mint", "--count", str(count), "--client", CLIENT_ID]
         if lifetime is not None:
             arguments += ["--lifetime", str(lifetime)]
         if prefix is not None:
             arguments += ["--prefix", prefix]
+        if scope is not None:
+            arguments += ["--scope", scope]
         return [json.loads(line) for line in self._tool(*arguments).splitlines() if line.strip()]
 
     def count_posts(self, path: str = "/o/token/") -> int:
@@ -192,9 +200,10 @@ class IdentityProvider:
 
 class Daemon:
     """The real tokend, on a configuration in ``directory`` whose provider ``idp`` is ``idp``, and
-    whose provider ``dpop`` (``DPOP_PROVIDER``) binds tokens to DPoP keys."""
+    whose provider ``dpop`` (``DPOP_PROVIDER``) binds tokens to DPoP keys; ``extra_providers``
+    (TOML sections) come after them."""
 
-    def __init__(self, directory: Path, idp: IdentityProvider, extra_daemon: str = "") -> None:
+    def __init__(self, directory: Path, idp: IdentityProvider, extra_daemon: str = "", extra_providers: str = "") -> None:
         self.directory = directory
         self.socket_path = str(directory / "tokend.sock")
         self.config_path = directory / "tokend.toml"
@@ -209,19 +218,15 @@ class Daemon:
             'call_timeout = "5s"\n'
             'log_level = "debug"\n'
             + extra_daemon
-            + "\n[providers.%s]\n" % PROVIDER
-            + 'kind = "oauth2"\n'
-            'token_endpoint = "%s/o/token/"\n' % idp.base_url
-            + 'revocation_endpoint = "%s/o/revoke_token/"\n' % idp.base_url
-            + 'client_id = "%s"\n' % CLIENT_ID
-            + 'client_secret_file = "idp-secret"\n'
-            'client_auth = "client_secret_basic"\n'
-            "\n[providers.%s]\n" % DPOP_PROVIDER
+            + "\n"
+            + idp_provider(PROVIDER, idp)
+            + "\n[providers.%s]\n" % DPOP_PROVIDER
             + 'kind = "oauth2"\n'
             'token_endpoint = "http://127.0.0.1:9/token"\n'
             'client_id = "tokend-dpop-test"\n'
             'client_auth = "none"\n'
             "dpop = true\n"
+            + ("\n" + extra_providers if extra_providers else "")
         )
 
     def start(self, timeout: float = 20.0) -> None:
@@ -254,6 +259,34 @@ class Daemon:
             return self.log_path.read_text(errors="replace")[-4000:]
         except OSError:
             return ""
+
+
+def idp_provider(name: str, idp: IdentityProvider, extra: str = "") -> str:
+    """A provider section ``name`` for the test IdP, with ``extra`` lines."""
+    return (
+        "[providers.%s]\n" % name
+        + 'kind = "oauth2"\n'
+        'token_endpoint = "%s/o/token/"\n' % idp.base_url
+        + 'revocation_endpoint = "%s/o/revoke_token/"\n' % idp.base_url
+        + 'client_id = "%s"\n' % CLIENT_ID
+        + 'client_secret_file = "idp-secret"\n'
+        'client_auth = "client_secret_basic"\n' + extra
+    )
+
+
+def narrowed_provider(idp: IdentityProvider) -> str:
+    """The configuration of ``NARROWED_PROVIDER``: the provider ``idp`` again, with
+    ``narrowed_tokens = true`` (for ``Daemon(..., extra_providers=...)``)."""
+    return idp_provider(NARROWED_PROVIDER, idp, "narrowed_tokens = true\n")
+
+
+def cli(*arguments: str, socket: str) -> subprocess.CompletedProcess:
+    """``python -m tokend ARGUMENTS`` with ``$TOKEND_SOCKET`` set to ``socket``."""
+    environment = dict(os.environ, TOKEND_SOCKET=socket)
+    return subprocess.run(
+        [sys.executable, "-m", "tokend"] + list(arguments),
+        capture_output=True, text=True, timeout=30, env=environment, stdin=subprocess.DEVNULL,
+    )
 
 
 def can_connect(path: str) -> bool:

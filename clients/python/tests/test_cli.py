@@ -8,13 +8,7 @@ import select
 import subprocess
 import sys
 
-
-def cli(*arguments: str, socket: str) -> subprocess.CompletedProcess:
-    environment = dict(os.environ, TOKEND_SOCKET=socket)
-    return subprocess.run(
-        [sys.executable, "-m", "tokend"] + list(arguments),
-        capture_output=True, text=True, timeout=30, env=environment, stdin=subprocess.DEVNULL,
-    )
+from helpers import cli
 
 
 def test_cli_prints_the_token(daemon, user, enrolled):

@@ -1,6 +1,7 @@
 """A small command line: ``python -m tokend token USER`` prints a token of USER.
 
     python -m tokend [--socket PATH] [--timeout S] token USER [--min-valid S] [--header]
+                     [--scope SCOPE] [--resource URI]   # a narrowed token
     python -m tokend [--socket PATH] status [USER]        # JSON, without tokens
     python -m tokend [--socket PATH] watch USER           # one line per new token: its expiry
 
@@ -36,6 +37,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     token.add_argument("user")
     token.add_argument("--min-valid", type=int, default=0, metavar="S", help="the token must stay valid S seconds")
     token.add_argument("--header", action="store_true", help="print 'Authorization: <type> <token>'")
+    token.add_argument("--scope", help="a token narrowed to SCOPE (space-separated, a subset of the credential's)")
+    token.add_argument("--resource", metavar="URI", help="a token narrowed to the API at URI (RFC 8707)")
     status = commands.add_parser("status", help="print the daemon's status as JSON (no tokens)")
     status.add_argument("user", nargs="?")
     watch = commands.add_parser("watch", help="print a line each time the token of USER changes")
@@ -49,7 +52,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         with client:
             if arguments.command == "token":
-                credentials = client.token(arguments.user, min_valid=arguments.min_valid)
+                credentials = client.token(
+                    arguments.user, min_valid=arguments.min_valid, scope=arguments.scope, resource=arguments.resource
+                )
                 if arguments.header:
                     print("Authorization: " + credentials.authorization_header())
                 else:

@@ -137,9 +137,18 @@ class AsyncClient(ClientBase, AsyncClosing):
 
     # --- typed calls -------------------------------------------------------------------
 
-    async def token(self, user: str, min_valid: Seconds = 0, rejected: Optional[str] = None) -> Credentials:
-        """An access token for ``user`` valid for at least ``min_valid`` seconds (see ``Client.token``)."""
-        reply = await self.call("ProvideTokenReplacement", token_parameters(user, min_valid, rejected))
+    async def token(
+        self,
+        user: str,
+        min_valid: Seconds = 0,
+        rejected: Optional[str] = None,
+        *,
+        scope: Optional[str] = None,
+        resource: Optional[str] = None,
+    ) -> Credentials:
+        """An access token for ``user`` valid for at least ``min_valid`` seconds, narrowed to
+        ``scope`` and/or ``resource`` when given (see ``Client.token``)."""
+        reply = await self.call("ProvideTokenReplacement", token_parameters(user, min_valid, rejected, scope, resource))
         return Credentials.from_wire(reply.get("credentials"))
 
     async def dpop_proof(

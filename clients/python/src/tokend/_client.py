@@ -168,13 +168,31 @@ class Client(ClientBase, Closing):
 
     # --- typed calls -------------------------------------------------------------------
 
-    def token(self, user: str, min_valid: Seconds = 0, rejected: Optional[str] = None) -> Credentials:
+    def token(
+        self,
+        user: str,
+        min_valid: Seconds = 0,
+        rejected: Optional[str] = None,
+        *,
+        scope: Optional[str] = None,
+        resource: Optional[str] = None,
+    ) -> Credentials:
         """An access token for ``user`` that stays valid for at least ``min_valid`` seconds.
 
         ``rejected`` is the token an API just refused: when it is still the current one, tokend
         refreshes before answering; when it is stale, the current token is the answer.
+
+        ``scope`` (space-separated values, a subset of the credential's scope) and ``resource``
+        (the absolute URI of the API the token is for, RFC 8707) ask for a narrowed token
+        instead of the credential's own: tokend gets it from the provider and keeps it fresh
+        apart from the credential's token (``rejected`` is then compared with the narrowed
+        token); ``scope`` of the answer is the narrowed scope. The provider must have
+        ``narrowed_tokens = true``. Raises ``InvalidCredential`` for a scope wider than the
+        credential's or a provider without narrowed tokens, ``RefreshFailed`` when the provider
+        refuses or does not narrow, ``InvalidParameter`` (``parameter`` ``scope`` or
+        ``resource``) for a malformed one.
         """
-        parameters = token_parameters(user, min_valid, rejected)
+        parameters = token_parameters(user, min_valid, rejected, scope, resource)
         reply = self.call("ProvideTokenReplacement", parameters)
         return Credentials.from_wire(reply.get("credentials"))
 

@@ -292,15 +292,44 @@ def user_parameters(user: Any) -> Dict[str, Any]:
     return {"userIdentifier": user_identifier(user)}
 
 
-def token_parameters(user: str, min_valid: Seconds, rejected: Optional[str]) -> Dict[str, Any]:
+def token_parameters(
+    user: str,
+    min_valid: Seconds,
+    rejected: Optional[str],
+    scope: Optional[str] = None,
+    resource: Optional[str] = None,
+) -> Dict[str, Any]:
     if rejected is not None and not isinstance(rejected, str):
         raise InvalidParameter("rejected must be the token (a string) an API refused", parameters={"parameter": "rejectedToken"})
     minimum = whole_seconds(min_valid, "min_valid")
-    return {
+    parameters = {
         "userIdentifier": user_identifier(user),
         "minValidSeconds": minimum if minimum else None,
         "rejectedToken": rejected or None,
     }
+    parameters.update(narrowing_parameters(scope, resource))
+    return parameters
+
+
+def narrowing_parameters(scope: Optional[str], resource: Optional[str]) -> Dict[str, Any]:
+    """The ``scope`` and ``resource`` of a narrowed token, as sent (``None``: not asked for).
+    tokend checks what they hold; here only that each is a non-empty string when given."""
+    if scope is not None and (not isinstance(scope, str) or not scope):
+        raise InvalidParameter(
+            "scope must be space-separated scope values (a non-empty string), such as 'read'",
+            parameters={"parameter": "scope"},
+        )
+    if resource is not None and (not isinstance(resource, str) or not resource):
+        raise InvalidParameter(
+            "resource must be the absolute URI (a non-empty string) of the API the token is for",
+            parameters={"parameter": "resource"},
+        )
+    return {"scope": scope, "resource": resource}
+
+
+def narrowing_repr(scope: Optional[str], resource: Optional[str]) -> str:
+    """``", scope='read', resource='https://...'"`` for those given, for the repr of an auth."""
+    return "".join(", %s=%r" % (name, value) for name, value in (("scope", scope), ("resource", resource)) if value is not None)
 
 
 def dpop_parameters(user: str, method: str, url: str, nonce: Optional[str], min_valid: Seconds) -> Dict[str, Any]:

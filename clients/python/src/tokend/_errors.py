@@ -129,8 +129,9 @@ class UnknownProvider(TokendError):
 
 
 class InvalidCredential(TokendError):
-    """tokend refused the token response given to ``add_credential``, or ``dpop_proof`` was asked
-    for a credential whose tokens are not DPoP-bound."""
+    """tokend refused the token response given to ``add_credential``, ``dpop_proof`` was asked
+    for a credential whose tokens are not DPoP-bound, or ``token`` for a narrowed token the
+    credential cannot have (a scope wider than its own, a provider without narrowed tokens)."""
 
     reason = _text_property("reason")
 

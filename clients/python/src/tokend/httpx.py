@@ -5,10 +5,12 @@
 
     auth = TokendAuth("alice")
     httpx.get("https://api.example.com/me", auth=auth)
+    httpx.get("https://api.example.com/me", auth=TokendAuth("alice", scope="read"))   # a narrowed token
     async with httpx.AsyncClient(auth=auth) as http:
         await http.get("https://api.example.com/me")
 
-Each request gets ``Authorization: Bearer <token>`` from tokend. On a **401** the auth asks
+Each request gets ``Authorization: Bearer <token>`` from tokend, or a token narrowed to
+``scope`` and/or ``resource`` when given (see ``Client.token``). On a **401** the auth asks
 tokend again with the refused token (``rejected=``), so tokend refreshes it, and sends the
 request **once** more, as a copy with the new header; a second 401 is returned as it is. The
 first 401 is in ``response.history``. The async flow asks tokend through ``tokend.AsyncClient``
@@ -31,7 +33,7 @@ import httpx
 
 from ._aio import AsyncClient
 from ._client import Client
-from ._common import Seconds, whole_seconds
+from ._common import Seconds, narrowing_parameters, narrowing_repr, whole_seconds
 from ._types import Credentials
 
 __all__ = ["TokendAuth"]
@@ -47,6 +49,9 @@ class TokendAuth(httpx.Auth):
         async_client: the ``tokend.AsyncClient`` for ``httpx.AsyncClient`` requests (default:
             a new one on the same socket as ``client``, made on first use).
         min_valid: the token must stay valid this many seconds (default 30).
+        scope, resource: ask for a token narrowed to this scope (a subset of the credential's)
+            and/or for this API (an absolute URI), as ``Client.token`` does (default: the
+            credential's own token).
     """
 
     requires_request_body = False
@@ -58,14 +63,20 @@ class TokendAuth(httpx.Auth):
         client: Optional[Client] = None,
         async_client: Optional[AsyncClient] = None,
         min_valid: Seconds = 30,
+        *,
+        scope: Optional[str] = None,
+        resource: Optional[str] = None,
     ) -> None:
+        narrowing_parameters(scope, resource)  # refused now rather than at the first request
         self.user = user
         self.min_valid = whole_seconds(min_valid, "min_valid")
+        self.scope = scope
+        self.resource = resource
         self._client = client
         self._async_client = async_client
 
     def __repr__(self) -> str:
-        return "TokendAuth(user=%r)" % (self.user,)
+        return "TokendAuth(user=%r%s)" % (self.user, narrowing_repr(self.scope, self.resource))
 
     @property
     def client(self) -> Client:
@@ -83,23 +94,27 @@ class TokendAuth(httpx.Auth):
         return self._async_client
 
     def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        sent = self.client.token(self.user, min_valid=self.min_valid)
+        sent = self.client.token(self.user, min_valid=self.min_valid, scope=self.scope, resource=self.resource)
         request.headers["Authorization"] = sent.authorization_header()
         response = yield request
         if not _should_retry(request, response, sent):
             return
-        fresh = self.client.token(self.user, min_valid=self.min_valid, rejected=sent.access_token)
+        fresh = self.client.token(
+            self.user, min_valid=self.min_valid, rejected=sent.access_token, scope=self.scope, resource=self.resource
+        )
         if fresh.access_token == sent.access_token:
             return
         yield _copy_with_token(request, fresh)
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        sent = await self.async_client.token(self.user, min_valid=self.min_valid)
+        sent = await self.async_client.token(self.user, min_valid=self.min_valid, scope=self.scope, resource=self.resource)
         request.headers["Authorization"] = sent.authorization_header()
         response = yield request
         if not _should_retry(request, response, sent):
             return
-        fresh = await self.async_client.token(self.user, min_valid=self.min_valid, rejected=sent.access_token)
+        fresh = await self.async_client.token(
+            self.user, min_valid=self.min_valid, rejected=sent.access_token, scope=self.scope, resource=self.resource
+        )
         if fresh.access_token == sent.access_token:
             return
         yield _copy_with_token(request, fresh)

@@ -7,8 +7,11 @@
     session.auth = TokendAuth("alice")
     session.get("https://api.example.com/me")
 
+    session.auth = TokendAuth("alice", scope="read")     # a narrowed token (see Client.token)
+
 Each request gets ``Authorization: Bearer <token>`` from tokend (valid for at least
-``min_valid`` seconds). When the server answers **401**, the auth asks tokend again, naming the
+``min_valid`` seconds), or a token narrowed to ``scope`` and/or ``resource`` when given (see
+``Client.token``). When the server answers **401**, the auth asks tokend again, naming the
 token the server refused (``rejected=``), so tokend refreshes it; the request is then sent
 **once** more, as a copy with the new header. A second 401 is returned as it is: there is never a
 third attempt. The first 401 is in ``response.history``.
@@ -33,7 +36,7 @@ from requests.auth import AuthBase
 from requests.cookies import extract_cookies_to_jar
 
 from ._client import Client
-from ._common import Seconds, whole_seconds
+from ._common import Seconds, narrowing_parameters, narrowing_repr, whole_seconds
 from ._types import Credentials
 
 __all__ = ["TokendAuth"]
@@ -47,15 +50,29 @@ class TokendAuth(AuthBase):
         client: the ``tokend.Client`` to ask (default: a new one on ``$TOKEND_SOCKET`` or the
             default socket). One client, and so one connection, serves all requests.
         min_valid: the token must stay valid this many seconds (default 30).
+        scope, resource: ask for a token narrowed to this scope (a subset of the credential's)
+            and/or for this API (an absolute URI), as ``Client.token`` does (default: the
+            credential's own token).
     """
 
-    def __init__(self, user: str, client: Optional[Client] = None, min_valid: Seconds = 30) -> None:
+    def __init__(
+        self,
+        user: str,
+        client: Optional[Client] = None,
+        min_valid: Seconds = 30,
+        *,
+        scope: Optional[str] = None,
+        resource: Optional[str] = None,
+    ) -> None:
+        narrowing_parameters(scope, resource)  # refused now rather than at the first request
         self.user = user
         self.client = client if client is not None else Client()
         self.min_valid = whole_seconds(min_valid, "min_valid")
+        self.scope = scope
+        self.resource = resource
 
     def __repr__(self) -> str:
-        return "TokendAuth(user=%r, client=%r)" % (self.user, self.client)
+        return "TokendAuth(user=%r, client=%r%s)" % (self.user, self.client, narrowing_repr(self.scope, self.resource))
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -63,6 +80,8 @@ class TokendAuth(AuthBase):
             and other.user == self.user
             and other.client is self.client
             and other.min_valid == self.min_valid
+            and other.scope == self.scope
+            and other.resource == self.resource
         )
 
     def __ne__(self, other: object) -> bool:
@@ -71,7 +90,7 @@ class TokendAuth(AuthBase):
     __hash__ = None  # type: ignore[assignment]
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        credentials = self.client.token(self.user, min_valid=self.min_valid)
+        credentials = self.client.token(self.user, min_valid=self.min_valid, scope=self.scope, resource=self.resource)
         request.headers["Authorization"] = credentials.authorization_header()
         request.register_hook("response", _RetryOnUnauthorized(self, credentials, _body_position(request.body)))
         return request
@@ -116,7 +135,10 @@ class _RetryOnUnauthorized:
             # dropped the header. A new token must not go there.
             return response
         try:
-            credentials = self.auth.client.token(self.auth.user, min_valid=self.auth.min_valid, rejected=self.sent_token)
+            auth = self.auth
+            credentials = auth.client.token(
+                auth.user, min_valid=auth.min_valid, rejected=self.sent_token, scope=auth.scope, resource=auth.resource
+            )
         except BaseException:
             response.close()
             raise

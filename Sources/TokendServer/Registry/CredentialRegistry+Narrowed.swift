@@ -1,0 +1,260 @@
+import Logging
+import TokendConfig
+import TokendCore
+import TokendProtocol
+import TokendStorage
+
+/// Tokens narrowed to a scope or resource (`ProvideTokenReplacement` with `scope`/`resource`).
+///
+/// A narrowed token is got with the credential's refresh token, so its grant is one of the
+/// credential's grants: it waits for the credential's other grants (``lockRefreshToken(_:)``),
+/// takes a grant slot, marks the credential durably while its request is out, takes the refresh
+/// lease of a shared store, and commits the rotated refresh token to the credential together
+/// with the narrowed token, in one write. Callers asking for the same narrowing share one grant.
+extension CredentialRegistry {
+    /// A narrowed token for `narrowing` of `user` that stays valid for `minimumValidity` and is
+    /// not `rejectedToken`: the one kept, or a new one from the provider.
+    ///
+    /// - Throws: `InvalidCredential` when the provider does not hand out narrowed tokens, the
+    ///   credential is DPoP-bound, or the scope asked for is not within the credential's;
+    ///   `RefreshFailed` when the provider refuses, answers with a wider token, or cannot be
+    ///   reached (the credential's own token is unaffected).
+    func narrowedToken(
+        for user: String, narrowing: TokenNarrowing, minimumValidity: Duration, rejectedToken: String?
+    ) async throws(VarlinkError) -> NarrowedServing {
+        guard let entry = view[user] else { throw .unknownUser(user) }
+        if entry.status.state == .reauthenticationRequired {
+            throw .reauthenticationRequired(user, reason: entry.status.lastError ?? "the login has ended")
+        }
+        guard let provider = settings.current.providers[entry.provider] else {
+            throw .refreshFailed(user, reason: "provider \(entry.provider) is not configured", retryAt: nil)
+        }
+        if let refusal = narrowingRefusal(entry, provider: provider, narrowing: narrowing) { throw .invalidCredential(refusal) }
+        if let current = view.narrowedTokens.lookup(user, key: narrowing.key, enrolment: entry.enrolment),
+            current.serves(now: now(), minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+        {
+            return current
+        }
+        let flight = "\(user)\u{0}\(narrowing.key)"
+        let task: Task<GrantResult, Never>
+        if let running = grants.narrowedInFlight[flight] {
+            task = running
+        } else {
+            task = Task {
+                await self.obtainNarrowed(user, narrowing: narrowing, minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+            }
+            grants.narrowedInFlight[flight] = task
+        }
+        let result = await task.value
+        if grants.narrowedInFlight[flight] == task { grants.narrowedInFlight[flight] = nil }
+        switch result {
+        // Like the credential's own token: the newest token is the answer, even when the
+        // provider's tokens live less long than `minimumValidity` asks.
+        case .narrowed(let serving): return serving
+        case .failed(let error): throw error
+        case .refreshed: throw .refreshFailed(user, reason: "internal error: a refresh answered a narrowed grant", retryAt: nil)
+        }
+    }
+
+    /// Why `entry` cannot have a token narrowed to `narrowing`, or nil.
+    private func narrowingRefusal(_ entry: ViewEntry, provider: ProviderConfiguration, narrowing: TokenNarrowing) -> String? {
+        guard provider.allowsNarrowedTokens else {
+            return
+                "provider '\(provider.name)' does not hand out narrowed tokens; set narrowed_tokens = true in its section if it keeps a refresh token's scope on a grant that asks for less (RFC 6749 §6)"
+        }
+        if notices.narrowsRefreshTokens(provider) {
+            return
+                "provider '\(provider.name)' narrowed a credential's refresh token itself after a narrowed grant, so tokend no longer asks it for narrowed tokens (until a restart); ask for the credential's own token"
+        }
+        if entry.isDPoPBound {
+            return "the tokens of '\(entry.userIdentifier)' are DPoP-bound; narrowed tokens are available for bearer tokens only"
+        }
+        return NarrowingRules.refusal(of: narrowing, grantedScope: entry.scope)
+    }
+
+    /// The single flight's work: under the refresh-token lock, the kept token if it serves
+    /// (another flight or node may have got it meanwhile), else a grant.
+    private func obtainNarrowed(
+        _ user: String, narrowing: TokenNarrowing, minimumValidity: Duration, rejectedToken: String?
+    ) async -> GrantResult {
+        await lockRefreshToken(user)
+        defer { unlockRefreshToken(user) }
+        let stored: Credential
+        do {
+            guard let loaded = try await store.load(userIdentifier: user) else { return .failed(.unknownUser(user)) }
+            stored = loaded
+        } catch {
+            logger.error("reading a credential for its narrowed token failed: \(error)", metadata: ["user_identifier": "\(user)"])
+            return .failed(.storageFailed("the credential could not be read"))
+        }
+        // The login may have ended while this flight waited for the credential's other grant.
+        if stored.status.state == .reauthenticationRequired {
+            return .failed(.reauthenticationRequired(user, reason: stored.status.lastError ?? "the login has ended"))
+        }
+        guard let provider = settings.current.providers[stored.provider] else {
+            return .failed(.refreshFailed(user, reason: "provider \(stored.provider) is not configured", retryAt: nil))
+        }
+        let policy = provider.refreshPolicy
+        let kept = stored.narrowedToken(for: narrowing.key).map { NarrowedServing($0, of: stored, policy: policy) }
+        let current = now()
+        if let kept {
+            view.narrowedTokens.keep(kept, for: user)
+            if kept.serves(now: current, minimumValidity: minimumValidity, rejectedToken: rejectedToken) { return .narrowed(kept) }
+        }
+        // Callers asking for more validity than the provider gives, or reporting a token
+        // refused over and over, get no more than one grant per `forced_refresh_interval`, as for
+        // the credential's own token (``CallerRefreshRule``): the kept token while it is valid and
+        // not refused, else a RefreshFailed saying when to try again.
+        if let last = grants.lastNarrowedGrant[user]?[narrowing.key], current < last + limits.forcedRefreshInterval {
+            if let kept, kept.stillServes(now: current, minimumValidity: .zero, rejectedToken: rejectedToken) { return .narrowed(kept) }
+            let nextAllowed = last + limits.forcedRefreshInterval
+            return .failed(
+                .refreshFailed(
+                    user,
+                    reason:
+                        "a token narrowed to \(narrowing) was asked of the provider less than \(DurationFormat.humanReadable(limits.forcedRefreshInterval)) ago; another grant is allowed in \(DurationFormat.humanReadable(nextAllowed - current))",
+                    retryAt: nextAllowed.secondsSince1970))
+        }
+        let result = await narrowedGrant(user, narrowing: narrowing, minimumValidity: minimumValidity)
+        if case .failed(let error) = result, let kept,
+            kept.stillServes(now: now(), minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+        {
+            // Like the credential's own token: a failed replacement leaves a valid token served.
+            logger.warning(
+                "replacing a narrowed token failed; the current one is still valid and served",
+                metadata: ["user_identifier": "\(user)", "narrowing": "\(narrowing)", "problem": "\(error)"])
+            return .narrowed(kept)
+        }
+        return result
+    }
+
+    /// The grant itself, through the refresh gate. A shared store's gate may answer that another
+    /// node refreshed the credential meanwhile: that is no narrowed token, so the gate is asked
+    /// again (at most three times) with the refresh token that node left.
+    private func narrowedGrant(_ user: String, narrowing: TokenNarrowing, minimumValidity: Duration) async -> GrantResult {
+        let gate = self.gate
+        for _ in 0..<3 {
+            switch await gate.enter(user, registry: self) {
+            case .granted(let lease):
+                grants.noteNarrowedGrant(of: user, key: narrowing.key, at: now(), keepingAfter: now() - limits.forcedRefreshInterval)
+                let result = await grant(user, reason: .tooShortLived(minimumValidity: minimumValidity), narrowing: narrowing)
+                await gate.leave(lease)
+                return result
+            case .settled(.failed(let error)):
+                return .failed(error)
+            case .settled:
+                continue
+            }
+        }
+        return .failed(.refreshFailed(user, reason: "other nodes kept refreshing the credential; try again", retryAt: nil))
+    }
+
+    /// Phase 3 of a narrowed grant: the rotated refresh token (if any) and the narrowed token
+    /// are written to the credential in one compare-and-swap; the credential's own token and
+    /// refresh plan stay as they were. A refusal is the caller's error only: the credential
+    /// keeps its state (its own next grant finds out whether its refresh token still works).
+    func commitNarrowed(
+        _ outcome: GrantOutcome, for credential: Credential, narrowing: TokenNarrowing, provider: ProviderConfiguration,
+        grouping: Duration, stateBefore: CredentialState?, unresolvedBefore: Bool
+    ) async -> GrantResult {
+        let user = credential.userIdentifier
+        let received = now()
+        var restored = credential
+        restored.status.state = stateBefore.flatMap { $0 == .refreshing ? nil : $0 } ?? .valid
+        if !unresolvedBefore { restored.status.grantStartedAt = nil }
+        switch outcome {
+        case .success(let response):
+            let policy = provider.refreshPolicy
+            var next = restored
+            // The provider answered: the refresh token it may have rotated is the credential's now.
+            next.status.grantStartedAt = nil
+            if let rotated = response.refreshToken { next.refreshToken = rotated }
+            var problem = NarrowingRules.problem(with: narrowing, responseScope: response.scope, accessToken: response.accessToken.value)
+            var token: NarrowedToken?
+            if problem == nil {
+                do {
+                    // Same checks and times as the credential's own token (subject, lifetime).
+                    let shaped = try credential.refreshed(with: response, receivedAt: received, assumedLifetime: policy.assumedLifetime)
+                    let candidate = NarrowedToken(
+                        key: narrowing.key, scope: response.scope ?? narrowing.scope, resource: narrowing.resource,
+                        accessToken: response.accessToken, tokenType: response.tokenType, issuedAt: shaped.issuedAt,
+                        expiresAt: shaped.expiresAt)
+                    if policy.deadline(
+                        expiresAt: candidate.expiresAt, issuedAt: candidate.issuedAt, sessionStartedAt: credential.sessionStartedAt)
+                        <= received
+                    {
+                        problem =
+                            "the provider answered with a narrowed token that had already expired (check the provider's and this host's clocks)"
+                    } else {
+                        token = candidate
+                    }
+                } catch {
+                    problem = "the token endpoint's answer is unusable: \(error)"
+                }
+            }
+            if let token { next.keep(token) }
+            do {
+                next = try await store.update(next, expectedGeneration: credential.generation, grouping: grouping)
+            } catch let error as StorageError where error.code == .conflict || error.code == .notFound {
+                logger.notice("credential changed during a narrowed grant; result discarded", metadata: ["user_identifier": "\(user)"])
+                return .failed(
+                    .refreshFailed(user, reason: "the credential changed while its narrowed token was being got; try again", retryAt: nil))
+            } catch {
+                logger.error("storing a narrowed token failed: \(error)", metadata: ["user_identifier": "\(user)"])
+                // The marker stays: the credential's own grant recovers the refresh token soon.
+                planRetry(user, after: limits.retryInitial)
+                return .failed(.storageFailed("the narrowed token could not be stored"))
+            }
+            updateView(next, provider: provider)
+            let rotated = response.refreshToken != nil
+            if let problem {
+                logger.warning(
+                    "narrowed token refused",
+                    metadata: [
+                        "user_identifier": "\(user)", "provider": "\(provider.name)", "narrowing": "\(narrowing)", "problem": "\(problem)",
+                        "rotated": "\(rotated)",
+                    ])
+                return .failed(.refreshFailed(user, reason: problem, retryAt: nil))
+            }
+            guard let token else { return .failed(.refreshFailed(user, reason: "no narrowed token", retryAt: nil)) }
+            let serving = NarrowedServing(token, of: next, policy: policy)
+            view.narrowedTokens.keep(serving, for: user)
+            logger.info(
+                "narrowed token obtained",
+                metadata: [
+                    "user_identifier": "\(user)", "provider": "\(provider.name)", "narrowing": "\(narrowing)", "rotated": "\(rotated)",
+                    "expires_in": "\(DurationFormat.humanReadable(serving.deadline - received))",
+                ])
+            return .narrowed(serving)
+        case .permanent(let error, let description):
+            let reason = SecretRedaction.redact(
+                description.map { "\(error): \($0)" } ?? error,
+                secrets: [credential.accessToken.value] + (credential.refreshToken.map { [$0.value] } ?? []))
+            await restoreAfterFailure(&restored, provider: provider, narrowing: narrowing, "narrowed token refused by the provider", reason)
+            return .failed(.refreshFailed(user, reason: "the provider refused a token narrowed to \(narrowing): \(reason)", retryAt: nil))
+        case .transient(let reason, let retryAfter):
+            await restoreAfterFailure(&restored, provider: provider, narrowing: narrowing, "narrowed grant failed", reason)
+            return .failed(.refreshFailed(user, reason: reason, retryAt: retryAfter.map { (received + $0).secondsSince1970 }))
+        case .unanswered(let reason):
+            // The refresh token may have been spent: the credential recovers as after any
+            // unanswered grant (its marker stays, its own grant retries).
+            return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: nil, unanswered: true)
+        }
+    }
+
+    /// A narrowed grant that got a definite failure: the refresh token was not spent, so the
+    /// credential goes back to its state before the grant, marker cleared.
+    private func restoreAfterFailure(
+        _ restored: inout Credential, provider: ProviderConfiguration, narrowing: TokenNarrowing, _ message: Logger.Message,
+        _ problem: String
+    ) async {
+        await writeStatus(&restored)
+        updateView(restored, provider: provider)
+        logger.warning(
+            message,
+            metadata: [
+                "user_identifier": "\(restored.userIdentifier)", "provider": "\(provider.name)", "narrowing": "\(narrowing)",
+                "problem": "\(problem)",
+            ])
+    }
+}
