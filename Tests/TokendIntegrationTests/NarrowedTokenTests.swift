@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendClient
 import TokendTestSupport
 
 /// Tokens narrowed to a scope or resource (`ProvideTokenReplacement` with `scope`/`resource`)
@@ -53,6 +54,21 @@ struct NarrowedTokenTests {
         #expect(Self.credentials(main)["scope"] as? String == "read write")
         #expect(setup.daemon.log.contains("narrowed token obtained"))
         #expect(!setup.daemon.log.contains(token), "the narrowed token is not logged")
+
+        // The Swift client: the narrowed token, which its in-process cache of the credential's
+        // own token never answers with, and typed errors.
+        let library = TokendClient(socketPath: setup.daemon.socketPath)
+        #expect(try await library.credentials(for: "alice").accessToken == minted["access_token"] as? String)
+        let viaLibrary = try await library.credentials(for: "alice", scope: "read")
+        #expect(viaLibrary.accessToken == token && viaLibrary.scope == "read")
+        #expect(try await library.credentials(for: "alice").accessToken == minted["access_token"] as? String)
+        await #expect(throws: TokendClientError(code: .invalidCredential)) {
+            _ = try await library.credentials(for: "alice", scope: "admin")
+        }
+        await #expect(throws: TokendClientError(code: .invalidParameter)) {
+            _ = try await library.credentials(for: "alice", resource: "not a uri")
+        }
+        await library.close()
         try await setup.stop()
     }
 
