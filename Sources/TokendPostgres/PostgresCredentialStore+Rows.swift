@@ -131,7 +131,7 @@ extension PostgresCredentialStore {
             ),
             dpopKey: try value("dpop_key", ByteBuffer?.self).map { try open($0, .dpopKey) },
             narrowedTokens: try value("narrowed_tokens", ByteBuffer?.self).map {
-                try NarrowedTokenCoding.decode(try open($0, .narrowedTokens), userIdentifier: user)
+                NarrowedTokenCoding.decode(try open($0, .narrowedTokens))
             } ?? [],
             generation: try value("generation")
         )

@@ -73,6 +73,13 @@ struct TokenNarrowingTests {
         // Without a scope in the response, the JWT's scope claim (RFC 9068) tells.
         let wide = Self.jwt(["scope": .string("openid read offline_access")])
         #expect(NarrowingRules.problem(with: read, responseScope: nil, accessToken: wide)?.contains("'openid read offline_access'") == true)
+        // Every statement counts: a JWT wider than the response's scope, an `scp` list.
+        #expect(NarrowingRules.problem(with: read, responseScope: "read", accessToken: wide) != nil)
+        #expect(NarrowingRules.problem(with: read, responseScope: nil, accessToken: Self.jwt(["scp": .array([.string("read")])])) == nil)
+        #expect(
+            NarrowingRules.problem(
+                with: read, responseScope: nil, accessToken: Self.jwt(["scp": .array([.string("read"), .string("admin")])]))
+                != nil)
         // Narrower than asked is fine: never wider is the rule.
         let both = try #require(try TokenNarrowing(scope: "read write", resource: nil))
         #expect(NarrowingRules.problem(with: both, responseScope: "read", accessToken: "opaque") == nil)
@@ -106,7 +113,8 @@ struct TokenNarrowingTests {
         func token(_ key: String, expiresAt: Int64) -> NarrowedToken {
             NarrowedToken(
                 key: key, scope: key, resource: nil, accessToken: SecretString("t-\(key)"), tokenType: "Bearer",
-                issuedAt: Timestamp(millisecondsSince1970: 0), expiresAt: Timestamp(millisecondsSince1970: expiresAt))
+                issuedAt: Timestamp(millisecondsSince1970: 0), expiresAt: Timestamp(millisecondsSince1970: expiresAt),
+                enrolledAt: Timestamp(millisecondsSince1970: 0))
         }
         for index in 0..<16 { credential.keep(token("k\(index)", expiresAt: 1_000 + Int64(index))) }
         credential.keep(token("k3", expiresAt: 5_000))
@@ -116,5 +124,42 @@ struct TokenNarrowingTests {
         #expect(credential.narrowedTokens.count == 16)
         #expect(credential.narrowedToken(for: "k0") == nil, "the one expiring first made room")
         #expect(credential.narrowedToken(for: "new") != nil)
+        // A token kept from another login (another enrolment) is not this credential's.
+        credential.enrolment.at = Timestamp(millisecondsSince1970: 1)
+        #expect(credential.narrowedToken(for: "new") == nil)
+    }
+}
+
+/// How often callers may make tokend ask for narrowed tokens.
+struct NarrowedGrantLimitTests {
+    static func at(_ seconds: Int64) -> Timestamp { Timestamp(millisecondsSince1970: seconds * 1000) }
+
+    @Test func oneGrantPerRequestAndInterval() {
+        let interval = Duration.seconds(30)
+        #expect(NarrowedGrantLimit.decide(lastGrantOfRequest: nil, grantsOfCredential: [], now: Self.at(100), interval: interval) == .grant)
+        #expect(
+            NarrowedGrantLimit.decide(
+                lastGrantOfRequest: Self.at(90), grantsOfCredential: [Self.at(90)], now: Self.at(100), interval: interval)
+                == .sameRequestTooSoon(nextAllowed: Self.at(120)))
+        #expect(
+            NarrowedGrantLimit.decide(
+                lastGrantOfRequest: Self.at(70), grantsOfCredential: [Self.at(70)], now: Self.at(100), interval: interval)
+                == .grant)
+    }
+
+    @Test func aCredentialGetsAtMostItsBudgetAcrossRequests() {
+        let interval = Duration.seconds(30)
+        let sixteen = (0..<16).map { Self.at(80 + Int64($0)) }
+        #expect(
+            NarrowedGrantLimit.decide(lastGrantOfRequest: nil, grantsOfCredential: sixteen, now: Self.at(100), interval: interval)
+                == .credentialBudgetSpent(nextAllowed: Self.at(110)))
+        #expect(
+            NarrowedGrantLimit.decide(
+                lastGrantOfRequest: nil, grantsOfCredential: sixteen.dropFirst(), now: Self.at(100), interval: interval)
+                == .grant)
+        // Grants older than the interval no longer count.
+        #expect(
+            NarrowedGrantLimit.decide(lastGrantOfRequest: nil, grantsOfCredential: sixteen, now: Self.at(111), interval: interval) == .grant
+        )
     }
 }

@@ -14,6 +14,7 @@ struct NarrowedTokenTests {
     static let narrowed = "narrowed_tokens = true"
 
     /// `user` enrolled with a pair minted for `scope`; the credential says `declaredScope`.
+    @discardableResult
     static func enrol(_ setup: IdPDaemon, _ user: String, client: RawClient, scope: String = "read write", declaredScope: String? = nil)
         async throws -> [String: Any]
     {
@@ -191,6 +192,25 @@ struct NarrowedTokenTests {
         try await setup.stop()
     }
 
+    /// A reload that turns `narrowed_tokens` off stops the kept narrowed tokens being served at
+    /// once, from memory too.
+    @Test func aReloadThatTurnsNarrowedTokensOffStopsServingThem() async throws {
+        let setup = try await IdPDaemon.start(providerExtra: Self.narrowed)
+        let client = try RawClient(path: setup.daemon.socketPath)
+        try await Self.enrol(setup, "alice", client: client)
+        #expect(try client.call(Tokens.tokenCall(user: "alice", scope: "read")).accessToken != nil)
+        let configuration = try String(contentsOfFile: setup.directory.file("tokend.toml"), encoding: .utf8)
+        try setup.directory.write("tokend.toml", configuration.replacingOccurrences(of: Self.narrowed, with: "narrowed_tokens = false"))
+        setup.daemon.send(signal: SIGHUP)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !setup.daemon.log.contains("configuration reloaded"), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let refused = try client.call(Tokens.tokenCall(user: "alice", scope: "read"))
+        #expect(refused.errorName == "io.tokend.TokenProvider.InvalidCredential", "\(refused) \(setup.daemon.log.suffix(1500))")
+        try await setup.stop()
+    }
+
     /// The narrowed token is kept sealed in the store: after a restart and a key rotation it is
     /// served without a grant, and the database file holds no token in plaintext. Removing the
     /// credential removes it: the same user identifier enrolled again gets a new one.
@@ -223,6 +243,37 @@ struct NarrowedTokenTests {
         #expect(try await setup.idp.postCount() > before)
         try await restarted.stop()
         await setup.idp.stop()
+    }
+
+    /// A stop waits for a narrowed grant under way, even when its caller has given up: the
+    /// rotated refresh token and the narrowed token are committed, so after the restart the token
+    /// is served without a grant and the credential's own refresh works.
+    @Test func aStopWaitsForANarrowedGrantWhoseCallerGaveUp() async throws {
+        let (setup, proxy) = try await IdPDaemon.startBehindProxy(
+            providerExtra: Self.narrowed, daemonExtra: "call_timeout = \"1s\"\nshutdown_timeout = \"30s\"\nhttp_timeout = \"20s\"")
+        let client = try RawClient(path: setup.daemon.socketPath)
+        let minted = try await Self.enrol(setup, "alice", client: client)
+        try await proxy.set(["mode": "slow:4"])
+        try client.send(Tokens.tokenCall(user: "alice", scope: "read"))
+        let timedOut = try RawClient.object(try #require(try client.receive()))
+        #expect(timedOut.errorName == "io.tokend.TokenProvider.RefreshFailed", "the caller gave up after 1 s: \(timedOut)")
+        #expect(try await setup.daemon.stop() == 0)
+        #expect(setup.daemon.log.contains("narrowed token obtained"), "\(setup.daemon.log.suffix(2000))")
+        try await proxy.set(["mode": "pass"])
+        let posts = try await proxy.stats()["token_posts"] as? Int ?? -1
+
+        let restarted = try DaemonProcess(
+            configuration: try String(contentsOfFile: setup.directory.file("tokend.toml"), encoding: .utf8), directory: setup.directory)
+        try await restarted.start()
+        let again = try RawClient(path: restarted.socketPath)
+        let narrowed = try again.call(Tokens.tokenCall(user: "alice", scope: "read"))
+        #expect(narrowed.accessToken != nil, "\(narrowed) \(restarted.log.suffix(2000))")
+        #expect(try await proxy.stats()["token_posts"] as? Int == posts, "served from the store")
+        let own = try again.call(Tokens.tokenCall(user: "alice", rejected: minted["access_token"] as? String))
+        #expect(own.accessToken != nil && own.accessToken != minted["access_token"] as? String, "\(own) \(restarted.log.suffix(2000))")
+        try await restarted.stop()
+        await setup.idp.stop()
+        proxy.stop()
     }
 
     /// django-oauth-toolkit gives the refresh token of a narrowed grant the narrowed scope, so

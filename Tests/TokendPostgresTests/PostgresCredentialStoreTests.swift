@@ -90,7 +90,8 @@ struct PostgresCredentialStoreTests {
                 NarrowedToken(
                     key: "read\u{1F}", scope: "read", resource: nil, accessToken: SecretString("plain-narrowed-token-xyz"),
                     tokenType: "Bearer",
-                    issuedAt: Timestamp(millisecondsSince1970: 1_000), expiresAt: Timestamp(millisecondsSince1970: 3_601_000))
+                    issuedAt: Timestamp(millisecondsSince1970: 1_000), expiresAt: Timestamp(millisecondsSince1970: 3_601_000),
+                    enrolledAt: Timestamp(millisecondsSince1970: 0))
             ]
             _ = try await store.insert(alice, replacing: false)
             let dump = try await server.psql(

@@ -24,11 +24,12 @@ struct SQLiteCredentialStoreTests {
                 NarrowedToken(
                     key: "read\u{1F}", scope: "read", resource: nil, accessToken: SecretString("narrowed-\"quoted\"-token"),
                     tokenType: "Bearer",
-                    issuedAt: Timestamp(millisecondsSince1970: 1_000), expiresAt: Timestamp(millisecondsSince1970: 3_601_000)),
+                    issuedAt: Timestamp(millisecondsSince1970: 1_000), expiresAt: Timestamp(millisecondsSince1970: 3_601_000),
+                    enrolledAt: Timestamp(millisecondsSince1970: 0)),
                 NarrowedToken(
                     key: "\u{1F}https://api.test/", scope: nil, resource: "https://api.test/", accessToken: SecretString("narrowed-2"),
                     tokenType: "Bearer", issuedAt: Timestamp(millisecondsSince1970: 2_000),
-                    expiresAt: Timestamp(millisecondsSince1970: 62_000)),
+                    expiresAt: Timestamp(millisecondsSince1970: 62_000), enrolledAt: Timestamp(millisecondsSince1970: 0)),
             ]
             let bob = Fixture.credential("bob", provider: "other", refreshToken: nil, scope: nil)
             let storedAlice = try await store.insert(alice, replacing: false)
@@ -324,7 +325,8 @@ struct SQLiteCredentialStoreTests {
                         NarrowedToken(
                             key: "read\u{1F}", scope: "read", resource: nil, accessToken: SecretString(Fixture.token("narrowed")),
                             tokenType: "Bearer",
-                            issuedAt: Timestamp(millisecondsSince1970: 1_000), expiresAt: Timestamp(millisecondsSince1970: 3_601_000))
+                            issuedAt: Timestamp(millisecondsSince1970: 1_000), expiresAt: Timestamp(millisecondsSince1970: 3_601_000),
+                            enrolledAt: Timestamp(millisecondsSince1970: 0))
                     ]
                 }
                 stored.append(try await store.insert(credential, replacing: false))

@@ -10,10 +10,13 @@ public struct NarrowedToken: Sendable, Hashable {
     public var tokenType: String
     public var issuedAt: Timestamp
     public var expiresAt: Timestamp
+    /// The ``Enrolment/at`` of the login it was got from: a token that outlived its login (a
+    /// store written by an older tokend, which kept the column across a new login) is ignored.
+    public var enrolledAt: Timestamp
 
     public init(
         key: String, scope: String?, resource: String?, accessToken: SecretString, tokenType: String, issuedAt: Timestamp,
-        expiresAt: Timestamp
+        expiresAt: Timestamp, enrolledAt: Timestamp
     ) {
         self.key = key
         self.scope = scope
@@ -22,6 +25,7 @@ public struct NarrowedToken: Sendable, Hashable {
         self.tokenType = tokenType
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
+        self.enrolledAt = enrolledAt
     }
 
     /// At most this many narrowed tokens per credential; a new one replaces the one that
@@ -31,9 +35,9 @@ public struct NarrowedToken: Sendable, Hashable {
 }
 
 extension Credential {
-    /// The narrowed token answering `key`, if one is kept.
+    /// The narrowed token answering `key`, if one of this login is kept.
     public func narrowedToken(for key: String) -> NarrowedToken? {
-        narrowedTokens.first { $0.key == key }
+        narrowedTokens.first { $0.key == key && $0.enrolledAt == enrolment.at }
     }
 
     /// Keeps `token`, replacing the one for the same request, or — when

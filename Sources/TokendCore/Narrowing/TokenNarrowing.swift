@@ -111,16 +111,17 @@ public enum NarrowingRules {
     }
 
     /// Why the provider's answer to a narrowed grant is not the token asked for, or nil if it
-    /// is. The scope granted is the response's `scope`, else the JWT's `scope` claim, else — as
-    /// RFC 6749 §5.1 says of an omitted scope — the one asked for. A JWT whose `aud` does not
-    /// name the asked resource was not narrowed to it; an opaque token is taken at its word.
+    /// is. Every statement of the scope granted must be within the scope asked: the response's
+    /// `scope`, and a JWT's `scope` and `scp` claims (RFC 9068, or a list); with none, the scope
+    /// asked was granted (RFC 6749 §5.1). A JWT whose `aud` does not name the asked resource was
+    /// not narrowed to it; an opaque token is taken at its word.
     public static func problem(with narrowing: TokenNarrowing, responseScope: String?, accessToken: String) -> String? {
         let claims = NarrowingClaims(jwt: accessToken)
-        if let asked = narrowing.scopeValues, let granted = responseScope ?? claims?.scope {
-            let extra = Set(granted.split(separator: " ").map(String.init)).subtracting(asked)
-            if !extra.isEmpty {
+        if let asked = narrowing.scopeValues {
+            let statements = [responseScope.map { $0.split(separator: " ").map(String.init) }, claims?.scope, claims?.scp]
+            for granted in statements.compactMap({ $0 }) where !Set(granted).subtracting(asked).isEmpty {
                 return
-                    "the provider answered with scope '\(granted)', wider than the requested '\(asked.joined(separator: " "))': it does not narrow tokens on refresh"
+                    "the provider answered with scope '\(granted.joined(separator: " "))', wider than the requested '\(asked.joined(separator: " "))': it does not narrow tokens on refresh"
             }
         }
         if let resource = narrowing.resource, let audiences = claims?.audiences, !audiences.contains(resource) {
@@ -143,7 +144,10 @@ public enum NarrowingRules {
 /// The `scope` and `aud` claims of a JWT access token (RFC 9068 §2.2), unverified: used only to
 /// refuse a token that is wider than asked, never to accept one.
 struct NarrowingClaims {
-    var scope: String?
+    /// `scope`: a space-separated string (RFC 9068), or a list as some providers write it.
+    var scope: [String]?
+    /// `scp`, the same as a list (or a string).
+    var scp: [String]?
     var audiences: [String]?
 
     init?(jwt token: String) {
@@ -151,7 +155,15 @@ struct NarrowingClaims {
         guard parts.count == 3, let payload = Base64URL.decode(parts[1]),
             case .object(let claims)? = try? JSONParser.parse(payload)
         else { return nil }
-        scope = claims["scope"]?.stringValue
+        func values(_ claim: JSONValue?) -> [String]? {
+            switch claim {
+            case .string(let text): text.split(separator: " ").map(String.init)
+            case .array(let items): items.compactMap(\.stringValue)
+            default: nil
+            }
+        }
+        scope = values(claims["scope"])
+        scp = values(claims["scp"])
         switch claims["aud"] {
         case .string(let audience): audiences = [audience]
         case .array(let values): audiences = values.compactMap(\.stringValue)

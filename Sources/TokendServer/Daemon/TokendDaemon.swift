@@ -301,7 +301,7 @@ public final class TokendDaemon: Service {
         }
         // Grants that no caller waits for (proactive ones) still commit their result, so a rotated
         // refresh token is never lost to a stop.
-        let grants = await Array(registry.grants.inFlight.values)
+        let grants = await registry.grantsInFlight
         if !grants.isEmpty {
             let finished = await waitUntil(deadline: deadline) {
                 for grant in grants { _ = await grant.value }

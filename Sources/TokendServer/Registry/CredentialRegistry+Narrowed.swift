@@ -36,17 +36,27 @@ extension CredentialRegistry {
             return current
         }
         let flight = "\(user)\u{0}\(narrowing.key)"
-        let task: Task<GrantResult, Never>
-        if let running = grants.narrowedInFlight[flight] {
-            task = running
-        } else {
-            task = Task {
-                await self.obtainNarrowed(user, narrowing: narrowing, minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+        var result: GrantResult = .failed(.refreshFailed(user, reason: "no narrowed token", retryAt: nil))
+        // A flight started by another caller answers its own question (its `rejectedToken`): when
+        // its token is the one this caller reports refused, or is no longer valid, this caller
+        // runs a flight of its own, once.
+        for attempt in 0..<2 {
+            let task: Task<GrantResult, Never>
+            var joined = false
+            if attempt == 0, let running = grants.narrowedInFlight[flight] {
+                (task, joined) = (running, true)
+            } else {
+                task = Task {
+                    await self.obtainNarrowed(user, narrowing: narrowing, minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+                }
+                grants.narrowedInFlight[flight] = task
             }
-            grants.narrowedInFlight[flight] = task
+            result = await task.value
+            if grants.narrowedInFlight[flight] == task { grants.narrowedInFlight[flight] = nil }
+            guard joined, case .narrowed(let serving) = result,
+                !serving.stillServes(now: now(), minimumValidity: .zero, rejectedToken: rejectedToken)
+            else { break }
         }
-        let result = await task.value
-        if grants.narrowedInFlight[flight] == task { grants.narrowedInFlight[flight] = nil }
         switch result {
         // Like the credential's own token: the newest token is the answer, even when the
         // provider's tokens live less long than `minimumValidity` asks.
@@ -57,7 +67,22 @@ extension CredentialRegistry {
     }
 
     /// Why `entry` cannot have a token narrowed to `narrowing`, or nil.
-    private func narrowingRefusal(_ entry: ViewEntry, provider: ProviderConfiguration, narrowing: TokenNarrowing) -> String? {
+    func narrowingRefusal(_ entry: ViewEntry, provider: ProviderConfiguration, narrowing: TokenNarrowing) -> String? {
+        narrowingRefusal(
+            user: entry.userIdentifier, scope: entry.scope, dpopBound: entry.isDPoPBound, provider: provider, narrowing: narrowing)
+    }
+
+    /// The same for the stored credential a narrowed grant is about to spend: the login may have
+    /// been replaced, or the provider reconfigured, while the grant waited for its turn.
+    func narrowingRefusal(_ credential: Credential, provider: ProviderConfiguration, narrowing: TokenNarrowing) -> String? {
+        narrowingRefusal(
+            user: credential.userIdentifier, scope: credential.scope,
+            dpopBound: credential.dpopKey != nil || credential.tokenType.lowercased() == "dpop", provider: provider, narrowing: narrowing)
+    }
+
+    private func narrowingRefusal(
+        user: String, scope: String?, dpopBound: Bool, provider: ProviderConfiguration, narrowing: TokenNarrowing
+    ) -> String? {
         guard provider.allowsNarrowedTokens else {
             return
                 "provider '\(provider.name)' does not hand out narrowed tokens; set narrowed_tokens = true in its section if it keeps a refresh token's scope on a grant that asks for less (RFC 6749 §6)"
@@ -66,10 +91,10 @@ extension CredentialRegistry {
             return
                 "provider '\(provider.name)' narrowed a credential's refresh token itself after a narrowed grant, so tokend no longer asks it for narrowed tokens (until a restart); ask for the credential's own token"
         }
-        if entry.isDPoPBound {
-            return "the tokens of '\(entry.userIdentifier)' are DPoP-bound; narrowed tokens are available for bearer tokens only"
+        if dpopBound {
+            return "the tokens of '\(user)' are DPoP-bound; narrowed tokens are available for bearer tokens only"
         }
-        return NarrowingRules.refusal(of: narrowing, grantedScope: entry.scope)
+        return NarrowingRules.refusal(of: narrowing, grantedScope: scope)
     }
 
     /// The single flight's work: under the refresh-token lock, the kept token if it serves
@@ -105,18 +130,39 @@ extension CredentialRegistry {
         // refused over and over, get no more than one grant per `forced_refresh_interval`, as for
         // the credential's own token (``CallerRefreshRule``): the kept token while it is valid and
         // not refused, else a RefreshFailed saying when to try again.
-        if let last = grants.lastNarrowedGrant[user]?[narrowing.key], current < last + limits.forcedRefreshInterval {
+        let interval = limits.forcedRefreshInterval
+        switch NarrowedGrantLimit.decide(
+            lastGrantOfRequest: grants.lastNarrowedGrant[user]?[narrowing.key],
+            grantsOfCredential: grants.lastNarrowedGrant[user].map { Array($0.values) } ?? [], now: current, interval: interval)
+        {
+        case .grant:
+            break
+        case .sameRequestTooSoon(let nextAllowed):
             if let kept, kept.stillServes(now: current, minimumValidity: .zero, rejectedToken: rejectedToken) { return .narrowed(kept) }
-            let nextAllowed = last + limits.forcedRefreshInterval
+            let lastOutcome = grants.lastNarrowedFailure[user]?[narrowing.key].map { " (the last attempt: \($0))" } ?? ""
             return .failed(
                 .refreshFailed(
                     user,
                     reason:
-                        "a token narrowed to \(narrowing) was asked of the provider less than \(DurationFormat.humanReadable(limits.forcedRefreshInterval)) ago; another grant is allowed in \(DurationFormat.humanReadable(nextAllowed - current))",
+                        "a token narrowed to \(narrowing) was asked of the provider less than \(DurationFormat.humanReadable(interval)) ago\(lastOutcome); another grant is allowed in \(DurationFormat.humanReadable(nextAllowed - current))",
+                    retryAt: nextAllowed.secondsSince1970))
+        case .credentialBudgetSpent(let nextAllowed):
+            return .failed(
+                .refreshFailed(
+                    user,
+                    reason:
+                        "\(NarrowedToken.maxPerCredential) narrowed tokens of this credential were asked of the provider in the last \(DurationFormat.humanReadable(interval)); another grant is allowed in \(DurationFormat.humanReadable(nextAllowed - current))",
                     retryAt: nextAllowed.secondsSince1970))
         }
         let result = await narrowedGrant(user, narrowing: narrowing, minimumValidity: minimumValidity)
-        if case .failed(let error) = result, let kept,
+        if case .failed(let error) = result {
+            grants.noteNarrowedFailure(of: user, key: narrowing.key, error.parameters["reason"]?.stringValue ?? error.name)
+        } else {
+            grants.noteNarrowedFailure(of: user, key: narrowing.key, nil)
+        }
+        // Only a failure to get a new token, for the same login, leaves the kept one served.
+        if case .failed(let error) = result, error.name == TokendErrorName.refreshFailed.rawValue, let kept,
+            view[user]?.enrolment == stored.enrolment,
             kept.stillServes(now: now(), minimumValidity: minimumValidity, rejectedToken: rejectedToken)
         {
             // Like the credential's own token: a failed replacement leaves a valid token served.
@@ -178,7 +224,7 @@ extension CredentialRegistry {
                     let candidate = NarrowedToken(
                         key: narrowing.key, scope: response.scope ?? narrowing.scope, resource: narrowing.resource,
                         accessToken: response.accessToken, tokenType: response.tokenType, issuedAt: shaped.issuedAt,
-                        expiresAt: shaped.expiresAt)
+                        expiresAt: shaped.expiresAt, enrolledAt: credential.enrolment.at)
                     if policy.deadline(
                         expiresAt: candidate.expiresAt, issuedAt: candidate.issuedAt, sessionStartedAt: credential.sessionStartedAt)
                         <= received

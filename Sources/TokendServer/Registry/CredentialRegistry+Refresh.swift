@@ -145,15 +145,19 @@ extension CredentialRegistry {
         }
         let (credential, refresher, provider) = prepared
         // The stop may have begun while the marker waited for its group: nothing was sent yet,
-        // so the marker goes again and the refresh runs at the next start.
-        if grants.stoppingProactiveGrants, !reason.isCallerTriggered {
+        // so the marker goes again and the refresh runs at the next start. A narrowed grant is
+        // checked again against the credential it is about to spend (the login may have been
+        // replaced, the provider reconfigured, while it waited for its turn).
+        let stopping = grants.stoppingProactiveGrants && !reason.isCallerTriggered
+        let narrowingRefused = narrowing.flatMap { narrowingRefusal(credential, provider: provider, narrowing: $0) }
+        if stopping || narrowingRefused != nil {
             var unmarked = credential
             unmarked.status.grantStartedAt = markerBefore
             unmarked.status.state = stateBefore.flatMap { $0 == .refreshing ? nil : $0 } ?? .valid
             await writeStatus(&unmarked)
             updateView(unmarked, provider: provider)
             unlock(user)
-            return .failed(Self.stopping(user))
+            return .failed(narrowingRefused.map { .invalidCredential($0) } ?? Self.stopping(user))
         }
         unlock(user)
 
@@ -294,7 +298,9 @@ extension CredentialRegistry {
             if !credential.narrowedTokens.isEmpty, let lost = NarrowingRules.scopeLost(before: credential.scope, after: response.scope) {
                 notices.refreshTokenNarrowed(provider: provider, userIdentifier: user, lost: lost)
                 next.narrowedTokens = []
-                view.narrowedTokens.forget(user)
+                // No narrowed token of any credential is answered from memory any more: the next
+                // requests reach the registry, which refuses this provider's.
+                view.narrowedTokens.removeAll()
             }
             if let reason = response.lifetime(receivedAt: received, assumed: policy.assumedLifetime).assumedBecause {
                 notices.assumedLifetime(provider: provider, reason: reason)
@@ -472,6 +478,10 @@ extension CredentialRegistry {
     private func releaseSlot() { slots.release() }
 
     var grantsInFlightHighWater: Int { slots.highWater }
+
+    /// Every grant in flight, the credentials' own and narrowed ones: a stop waits for them, so
+    /// that a rotated refresh token is never lost to it.
+    var grantsInFlight: [Task<GrantResult, Never>] { Array(grants.inFlight.values) + Array(grants.narrowedInFlight.values) }
 
     private func waitForRateLimit(_ provider: ProviderConfiguration) async {
         let delay = grants.rateDelay(for: provider, now: now())

@@ -193,6 +193,9 @@ actor CredentialRegistry {
         slots.limit = newLimits.maxGrantsInFlight
         refreshers = Refreshers(providers: settings.current.providers, pool: httpPool)
         grants.resetRateLimits()
+        // Narrowed tokens in memory were judged by the old settings (narrowed_tokens, policies):
+        // the next requests read them from the store under the new ones.
+        view.narrowedTokens.removeAll()
         let providers = settings.current.providers
         for old in view.snapshot() {
             plan(old, providers: providers)

@@ -14,6 +14,9 @@ struct GrantBook {
     /// When a narrowed token was last asked of the provider, by user and request key: callers
     /// may not force narrowed grants more often than refreshes.
     private(set) var lastNarrowedGrant: [String: [String: Timestamp]] = [:]
+    /// Why the last narrowed grant of a user and request key failed (a token-free reason), told
+    /// to callers refused by the interval meanwhile.
+    private(set) var lastNarrowedFailure: [String: [String: String]] = [:]
     /// Failed grants in a row, by user; the next attempt's backoff grows with it.
     var failures: [String: Int] = [:]
     /// When a caller last forced a refresh, by user (``CallerRefreshRule``).
@@ -32,6 +35,15 @@ struct GrantBook {
         failures[user] = nil
         lastForced[user] = nil
         lastNarrowedGrant[user] = nil
+        lastNarrowedFailure[user] = nil
+    }
+
+    /// Records how the last narrowed grant of `user` for `key` ended: `reason` when it failed.
+    mutating func noteNarrowedFailure(of user: String, key: String, _ reason: String?) {
+        var mine = lastNarrowedFailure[user] ?? [:]
+        mine[key] = reason
+        if mine.count > NarrowedToken.maxPerCredential, let keys = lastNarrowedGrant[user] { mine = mine.filter { keys[$0.key] != nil } }
+        lastNarrowedFailure[user] = mine.isEmpty ? nil : mine
     }
 
     /// Records a narrowed grant; the user's records older than `keepingAfter` go, so that a

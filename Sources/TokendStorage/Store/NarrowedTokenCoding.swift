@@ -12,6 +12,7 @@ public enum NarrowedTokenCoding {
                 var object: JSONObject = [
                     "key": .string(token.key), "accessToken": .string(token.accessToken.value), "tokenType": .string(token.tokenType),
                     "issuedAt": .int(token.issuedAt.millisecondsSince1970), "expiresAt": .int(token.expiresAt.millisecondsSince1970),
+                    "enrolledAt": .int(token.enrolledAt.millisecondsSince1970),
                 ]
                 if let scope = token.scope { object["scope"] = .string(scope) }
                 if let resource = token.resource { object["resource"] = .string(resource) }
@@ -20,25 +21,24 @@ public enum NarrowedTokenCoding {
         return SecretString(JSONWriter.string(array))
     }
 
-    /// The tokens in `secret`, as ``encode(_:)`` wrote them.
-    /// - Throws: ``StorageError`` `.corruptRecord` naming the user identifier.
-    public static func decode(_ secret: SecretString, userIdentifier: String) throws(StorageError) -> [NarrowedToken] {
-        guard case .array(let values)? = try? JSONParser.parse(Array(secret.value.utf8)) else {
-            throw StorageError(code: .corruptRecord, message: "the narrowed tokens of '\(userIdentifier)' are not a JSON array")
-        }
+    /// The tokens in `secret`, as ``encode(_:)`` wrote them. Narrowed tokens can always be got
+    /// again, so what cannot be read is left out rather than making the whole credential
+    /// unreadable (its own token and refresh token must keep working).
+    public static func decode(_ secret: SecretString) -> [NarrowedToken] {
+        guard case .array(let values)? = try? JSONParser.parse(Array(secret.value.utf8)) else { return [] }
         var tokens: [NarrowedToken] = []
         for value in values {
             guard let object = value.objectValue, let key = object["key"]?.stringValue,
                 let accessToken = object["accessToken"]?.stringValue, let tokenType = object["tokenType"]?.stringValue,
-                let issuedAt = object["issuedAt"]?.int64Value, let expiresAt = object["expiresAt"]?.int64Value
-            else {
-                throw StorageError(code: .corruptRecord, message: "a narrowed token of '\(userIdentifier)' lacks a field")
-            }
+                let issuedAt = object["issuedAt"]?.int64Value, let expiresAt = object["expiresAt"]?.int64Value,
+                let enrolledAt = object["enrolledAt"]?.int64Value
+            else { continue }
             tokens.append(
                 NarrowedToken(
                     key: key, scope: object["scope"]?.stringValue, resource: object["resource"]?.stringValue,
                     accessToken: SecretString(accessToken), tokenType: tokenType,
-                    issuedAt: Timestamp(millisecondsSince1970: issuedAt), expiresAt: Timestamp(millisecondsSince1970: expiresAt)))
+                    issuedAt: Timestamp(millisecondsSince1970: issuedAt), expiresAt: Timestamp(millisecondsSince1970: expiresAt),
+                    enrolledAt: Timestamp(millisecondsSince1970: enrolledAt)))
         }
         return tokens
     }

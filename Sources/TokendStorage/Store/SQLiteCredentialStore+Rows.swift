@@ -166,7 +166,7 @@ extension SQLiteCredentialStore {
             ),
             dpopKey: try fields.optional("dpop_key").map { (blob: Data) in try open(blob, .dpopKey) },
             narrowedTokens: try fields.optional("narrowed_tokens").map { (blob: Data) in
-                try NarrowedTokenCoding.decode(try open(blob, .narrowedTokens), userIdentifier: fields.userIdentifier)
+                NarrowedTokenCoding.decode(try open(blob, .narrowedTokens))
             } ?? [],
             generation: try fields.required("generation")
         )

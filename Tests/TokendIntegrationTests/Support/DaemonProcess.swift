@@ -136,6 +136,9 @@ final class DaemonProcess: @unchecked Sendable {
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
+    /// Sends `signal` (SIGHUP: reload) without waiting.
+    func send(signal: Int32) { kill(process.processIdentifier, signal) }
+
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
