@@ -75,17 +75,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if fresh.AccessToken == credentials.AccessToken {
 		return resp, nil
 	}
-	second := req.Clone(ctx)
-	if req.GetBody != nil {
-		body, err := req.GetBody()
-		if err != nil {
-			return resp, nil
-		}
-		second.Body = body
-	}
-	discard(resp)
-	second.Header.Set("Authorization", fresh.AuthorizationHeader())
-	return t.base().RoundTrip(second)
+	return resend(t.base(), req, resp, func(second *http.Request) {
+		second.Header.Set("Authorization", fresh.AuthorizationHeader())
+	})
 }
 
 // DPoPTransport is an http.RoundTripper that sends each request with user's DPoP-bound token
@@ -155,7 +147,14 @@ func (t *DPoPTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, nil
 	}
-	second := req.Clone(ctx)
+	return resend(t.base(), req, resp, retry.SetHeaders)
+}
+
+// resend sends req once more through base, with the headers set by setHeaders, after
+// discarding resp, the answer to the first attempt. When the body cannot be read again,
+// resp is the answer.
+func resend(base http.RoundTripper, req *http.Request, resp *http.Response, setHeaders func(*http.Request)) (*http.Response, error) {
+	second := req.Clone(req.Context())
 	if req.GetBody != nil {
 		body, err := req.GetBody()
 		if err != nil {
@@ -164,8 +163,8 @@ func (t *DPoPTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		second.Body = body
 	}
 	discard(resp)
-	retry.SetHeaders(second)
-	return t.base().RoundTrip(second)
+	setHeaders(second)
+	return base.RoundTrip(second)
 }
 
 // useDPoPNonce matches a DPoP challenge whose error is use_dpop_nonce (RFC 9449 §9).
