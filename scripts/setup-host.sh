@@ -6,7 +6,8 @@ set -euo pipefail
 need=()
 # glewlwyd: the second real authorization server of the interoperability tests.
 # tinyproxy: the real HTTP proxy of the proxy tests.
-for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql git glewlwyd openssl tinyproxy curl; do
+# skopeo, docker-registry: the container tools of the docker-credential helper's tests.
+for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql git glewlwyd openssl tinyproxy curl skopeo docker-registry; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # kubectl for the credential-helper tests: Debian's kubernetes-client, unless the machine

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create or update the Python venv used by the test harness (Tests/idp: the
-# django-oauth-toolkit test IdP, the fault proxy, the varlink client).
+# django-oauth-toolkit test IdP, the fault proxy, the varlink client; Tests/interop: boto3,
+# moto and google-auth for the credential-helper tests).
 #
 #   scripts/test-venv.sh            -> venv at <repo>/.venv
 #   TOKEND_VENV=/x scripts/test-venv.sh
@@ -14,6 +15,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${TOKEND_VENV:-$root/.venv}"
 req="$root/Tests/idp/requirements.txt"
+interop_req="$root/Tests/interop/requirements.txt"
 base_python="${TOKEND_PYTHON:-python3}"
 stamp="$venv/.tokend-requirements.sha256"
 
@@ -26,7 +28,7 @@ mkdir -p "$venv"
 exec 9>"$venv/.lock"
 flock 9
 
-want="$( { cat "$req"; "$base_python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)"
+want="$( { cat "$req" "$interop_req"; "$base_python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)"
 
 # Recreate a venv whose interpreter no longer runs (e.g. base python removed).
 if [ -e "$venv/bin/python" ] && ! "$venv/bin/python" -c '' 2>/dev/null; then
@@ -39,8 +41,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
-    echo "test-venv: installing $req" >&2
-    "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q -r "$req" >&2
+    echo "test-venv: installing $req and $interop_req" >&2
+    "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q -r "$req" -r "$interop_req" >&2
     echo "$want" >"$stamp"
 else
     echo "test-venv: up to date ($venv)" >&2

@@ -11,7 +11,9 @@ import TokendClient
 @main
 enum TokenctlMain {
     static func main() {
-        let arguments = Array(CommandLine.arguments.dropFirst())
+        // Run through its link docker-credential-tokend, tokenctl is Docker's credential helper.
+        let arguments = OneShotCommandLine.arguments(
+            programName: CommandLine.arguments.first ?? "tokenctl", Array(CommandLine.arguments.dropFirst()))
         if let command = OneShotCommandLine.parse(arguments) { exit(OneShotCommands.run(command)) }
         // The full parser's commands are async; the task ends the process when its command
         // ends. The main thread only waits: nothing in tokenctl runs on the main actor, and
@@ -45,6 +47,8 @@ struct Tokenctl: AsyncParsableCommand {
             Status.self, Token.self, Watch.self, Exec.self, Add.self, Login.self, Remove.self, RotateKey.self, Backup.self,
             GitCredential.self,
             KubeCredential.self,
+            DockerCredential.self,
+            GoogleCredential.self,
         ],
         defaultSubcommand: Status.self
     )

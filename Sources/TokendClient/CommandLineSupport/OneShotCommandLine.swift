@@ -1,5 +1,6 @@
-/// The command lines that shells, git and kubectl run most often — `tokenctl token USER`,
-/// `tokenctl git-credential USER OP`, `tokenctl kube-credential USER` — read without the full
+/// The command lines that shells and other programs run most often — `tokenctl token USER`,
+/// `tokenctl git-credential USER OP`, `tokenctl kube-credential USER`,
+/// `tokenctl docker-credential OP`, `tokenctl google-credential USER` — read without the full
 /// argument parser, so such a call costs little more than its round trip to tokend.
 ///
 /// Only plain, valid command lines are recognised; anything else (help, a bad value, an
@@ -24,6 +25,17 @@ public enum OneShotCommandLine: Sendable, Hashable {
     case token(Common)
     case gitCredential(Common, operation: String, username: String?)
     case kubeCredential(Common, apiVersion: String?)
+    /// Docker's credential helper: the user comes from the mapping file, so `Common.user` is
+    /// empty.
+    case dockerCredential(Common, operation: String)
+    case googleCredential(Common, tokenType: GoogleExecutableResponse.TokenType)
+
+    /// `docker-credential-tokend OP …` (the program run through its link) as
+    /// `docker-credential OP …`; other command lines unchanged.
+    public static func arguments(programName: String, _ arguments: [String]) -> [String] {
+        let base = programName.split(separator: "/").last.map(String.init) ?? programName
+        return base == DockerCredentialHelper.programName ? ["docker-credential"] + arguments : arguments
+    }
 
     /// Reads `arguments` (without the program name), or returns `nil`.
     public static func parse(_ arguments: [String]) -> OneShotCommandLine? {
@@ -53,6 +65,8 @@ public enum OneShotCommandLine: Sendable, Hashable {
                 case "token": allowed.formUnion(["--min-valid"])
                 case "git-credential": allowed.formUnion(["--min-valid", "--username"])
                 case "kube-credential": allowed.formUnion(["--min-valid", "--api-version"])
+                case "docker-credential": allowed.formUnion(["--min-valid"])
+                case "google-credential": allowed.formUnion(["--min-valid", "--token-type"])
                 default: return nil
                 }
                 name = argument
@@ -61,7 +75,8 @@ public enum OneShotCommandLine: Sendable, Hashable {
             }
         }
         guard let name else { return nil }
-        guard let user = positionals.first, Identifier.isValid(user) else { return nil }
+        if name == "docker-credential" { positionals.insert("", at: 0) }
+        guard let user = positionals.first, user.isEmpty ? name == "docker-credential" : Identifier.isValid(user) else { return nil }
         let defaultMinValid = name == "token" ? 0 : 60
         guard let timeout = options["--timeout"].map(Int.init) ?? 10, (1...3600).contains(timeout),
             let minValid = options["--min-valid"].map(Int.init) ?? defaultMinValid, minValid >= 0
@@ -75,6 +90,14 @@ public enum OneShotCommandLine: Sendable, Hashable {
         case "git-credential":
             guard positionals.count == 2 else { return nil }
             return .gitCredential(common, operation: positionals[1], username: options["--username"])
+        case "docker-credential":
+            guard positionals.count == 2 else { return nil }
+            return .dockerCredential(common, operation: positionals[1])
+        case "google-credential":
+            guard positionals.count == 1,
+                let tokenType = options["--token-type"].map(GoogleExecutableResponse.TokenType.init(rawValue:)) ?? .jwt
+            else { return nil }
+            return .googleCredential(common, tokenType: tokenType)
         default:
             guard positionals.count == 1 else { return nil }
             return .kubeCredential(common, apiVersion: options["--api-version"])
