@@ -18,10 +18,10 @@ struct MultiUserTests {
         return result.stdout
     }
 
-    /// Opens `count` connections and keeps them open until `report`.stop exists (`hold` seconds
-    /// at most). Each connection that
-    /// receives an unsolicited error within a second was refused; the first line written to
-    /// `report` (then renamed into place) counts held and refused connections and the errors.
+    /// Opens `count` connections, sends a `Status` call on each and waits (two minutes at most)
+    /// for each connection's first message: an answer means the daemon holds the connection, a
+    /// refusal that it refused it. Writes the counts to `report` (then renamed into place) and
+    /// keeps the connections open until `report`.stop exists (`hold` seconds at most).
     static let connectionHog = """
         import json, os, resource, select, socket, sys, time
         path, count, hold, report = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
@@ -36,20 +36,42 @@ struct MultiUserTests {
             except OSError:
                 failed += 1
                 s.close()
-        time.sleep(1.0)
-        held, errors = 0, {}
+        # A connection the daemon has not accepted yet is neither held nor refused: ask on every
+        # connection and wait for each one's first message. A held connection answers the call;
+        # a refused one carries the refusal (sent at accept, before any call is read).
+        call = json.dumps({"method": "io.tokend.TokenProvider.Status"}).encode() + b"\\0"
         for s in sockets:
-            readable, _, _ = select.select([s], [], [], 0)
-            if not readable:
-                held += 1
-                continue
-            data = s.recv(65536)
-            if not data.endswith(b"\\0"):
-                errors["not a whole message: %r" % data[:80]] = errors.get("not a whole message: %r" % data[:80], 0) + 1
-                continue
-            reply = json.loads(data[:-1].decode())
-            key = "%s %s" % (reply.get("error"), json.dumps(reply.get("parameters"), sort_keys=True))
-            errors[key] = errors.get(key, 0) + 1
+            try:
+                s.sendall(call)
+            except OSError:
+                pass
+        buffers = {s: b"" for s in sockets}
+        held, errors, pending = 0, {}, set(sockets)
+        deadline = time.time() + 120
+        while pending and time.time() < deadline:
+            readable, _, _ = select.select(list(pending), [], [], 1.0)
+            for s in readable:
+                try:
+                    chunk = s.recv(65536)
+                except OSError as error:
+                    chunk, key = b"", "recv failed: %s" % error.strerror
+                else:
+                    key = "closed before a whole message: %r" % buffers[s][:80]
+                buffers[s] += chunk
+                if b"\\0" in buffers[s]:
+                    reply = json.loads(buffers[s].partition(b"\\0")[0].decode())
+                    if reply.get("error") is None:
+                        held += 1
+                    else:
+                        key = "%s %s" % (reply.get("error"), json.dumps(reply.get("parameters"), sort_keys=True))
+                        errors[key] = errors.get(key, 0) + 1
+                elif chunk:
+                    continue
+                else:
+                    errors[key] = errors.get(key, 0) + 1
+                pending.discard(s)
+        if pending:
+            errors["no answer in 120 s"] = len(pending)
         with open(report + ".tmp", "w") as f:
             json.dump({"held": held, "connect_failed": failed, "errors": errors}, f)
         os.rename(report + ".tmp", report)
@@ -115,8 +137,10 @@ struct MultiUserTests {
         let reports = daemon.directory.file("reports")
         try FileManager.default.createDirectory(atPath: reports, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
         let report = reports + "/hog.json"
-        let hog = Task { try await Self.python(Self.connectionHog, as: Self.hog, [daemon.socketPath, "250", "45", report]) }
-        let deadline = ContinuousClock.now + .seconds(30)
+        let hog = Task {
+            try await Self.python(Self.connectionHog, as: Self.hog, [daemon.socketPath, "250", "45", report], timeout: .seconds(240))
+        }
+        let deadline = ContinuousClock.now + .seconds(180)
         while !FileManager.default.fileExists(atPath: report), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
         }
@@ -162,19 +186,21 @@ struct MultiUserTests {
         let reports = daemon.directory.file("reports")
         try FileManager.default.createDirectory(atPath: reports, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
         func counts(_ name: String) async throws -> [String: Any] {
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = ContinuousClock.now + .seconds(180)
             while !FileManager.default.fileExists(atPath: "\(reports)/\(name)"), ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(100))
             }
             return try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(reports)/\(name)"))) as! [String: Any]
         }
         let first = Task {
-            try await Self.python(Self.connectionHog, as: Self.hog, [daemon.socketPath, "50", "45", "\(reports)/first.json"])
+            try await Self.python(
+                Self.connectionHog, as: Self.hog, [daemon.socketPath, "50", "45", "\(reports)/first.json"], timeout: .seconds(240))
         }
         let firstCounts = try await counts("first.json")
         #expect(firstCounts["held"] as? Int == 45, "\(firstCounts)")
         let second = Task {
-            try await Self.python(Self.connectionHog, as: Self.bystander, [daemon.socketPath, "10", "45", "\(reports)/second.json"])
+            try await Self.python(
+                Self.connectionHog, as: Self.bystander, [daemon.socketPath, "10", "45", "\(reports)/second.json"], timeout: .seconds(240))
         }
         let secondCounts = try await counts("second.json")
         #expect(secondCounts["held"] as? Int == 0, "\(secondCounts)")

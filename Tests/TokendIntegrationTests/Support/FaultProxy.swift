@@ -66,9 +66,12 @@ struct IdPDaemon {
     let idp: IdentityProvider
     let daemon: DaemonProcess
 
+    /// - Parameter forcedRefreshInterval: seconds between two grants a caller may force. A test
+    ///   that checks that a second call *within* the interval asks nothing needs an interval longer
+    ///   than a loaded machine's pause between two calls.
     static func start(
         idpOptions: IdentityProvider.Options = .init(), providerExtra: String = "", daemonExtra: String = "",
-        endpoint: ((IdentityProvider) -> String)? = nil
+        forcedRefreshInterval: Int = 1, endpoint: ((IdentityProvider) -> String)? = nil
     ) async throws -> IdPDaemon {
         try requireVenv()
         let directory = try ScratchDirectory()
@@ -77,7 +80,8 @@ struct IdPDaemon {
         try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
         let providers = idp.providerConfiguration(name: "example", extra: providerExtra, endpoint: endpoint?(idp))
         let config = DaemonProcess.configuration(
-            extraDaemon: "forced_refresh_interval = \"1s\"\nhttp_timeout = \"2s\"\n" + daemonExtra, providers: providers)
+            extraDaemon: "forced_refresh_interval = \"\(forcedRefreshInterval)s\"\nhttp_timeout = \"2s\"\n" + daemonExtra,
+            providers: providers)
         let daemon = try DaemonProcess(configuration: config, directory: directory)
         try await daemon.start()
         return IdPDaemon(directory: directory, idp: idp, daemon: daemon)
