@@ -13,7 +13,10 @@ Same run, same machine, same test IdP (Tests/idp/idp.py serve --oidc):
 2. One-shot: wall time of `tokenctl token --socket S alice`, `oidc-token bench` and `/bin/true`
    (the process-spawn floor), and `tokenctl --version` (tokenctl's start-up alone, a diagnostic): hyperfine -N (no shell), --runs N, 10 warm-up runs, or, without
    hyperfine, a perf_counter_ns loop around subprocess.run. Median and p90. Target: tokenctl
-   <= 2x oidc-token.
+   <= 2x oidc-token. Then the credential helpers programs run per request — `tokenctl token`,
+   `git-credential get`, `docker-credential-tokend get` (through its link), `google-credential`,
+   `kube-credential` — each with its request on stdin from a file, timed by the perf_counter_ns
+   loop ("oneshot_helpers").
 3. Connection per request at C concurrent clients, each connect -> one request -> reply -> close:
    tokend: bench/.bin/loadgen --connection-per-request, ProvideTokenReplacement for alice (every
      reply checked for the access token);
@@ -86,15 +89,19 @@ def oneshot_hyperfine(cmds, runs, env, tmp):
     return res, "hyperfine -N"
 
 
-def oneshot_loop(cmds, runs, env):
+def oneshot_loop(cmds, runs, env, stdin_file=None):
+    """stdin_file: every run reads this file on stdin (the credential helpers' requests)."""
     res = {}
     for name, cmd in cmds:
+        def run():
+            with open(stdin_file or os.devnull, "rb") as stdin:
+                return subprocess.run(cmd, env=env, stdin=stdin, stdout=subprocess.DEVNULL, timeout=30)
         for _ in range(10):
-            subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, timeout=30)
+            run()
         times, failed = [], 0
         for _ in range(runs):
             t0 = time.perf_counter_ns()
-            p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, timeout=30)
+            p = run()
             times.append((time.perf_counter_ns() - t0) / 1e6)
             failed += p.returncode != 0
         times.sort()
@@ -213,6 +220,31 @@ def main():
             oneshot, how = oneshot_loop(cmds, args.runs, env)
         for name, r in oneshot.items():
             log(f"  {name:16} median {r['median_ms']:.3f} ms  p90 {r['p90_ms']:.3f} ms")
+        # The credential helpers that programs run per request, beside `tokenctl token`, timed the same
+        # way (Debian's hyperfine 1.15 cannot feed stdin): each reads its request from a file.
+        helper_bin = tmp / "bin"
+        helper_bin.mkdir()
+        (helper_bin / "docker-credential-tokend").symlink_to(tokenctl_bin())
+        (tmp / "config" / "tokend").mkdir(parents=True)
+        (tmp / "config" / "tokend" / "docker-credentials").write_text("registry.example.com alice\n")
+        (tmp / "helper-request").write_text("protocol=https\nhost=registry.example.com\n\n")
+        helper_env = dict(env, TOKEND_SOCKET=str(sock), XDG_CONFIG_HOME=str(tmp / "config"))
+        helper_cmds = [
+            ("tokenctl token", [str(tokenctl_bin()), "token", "--socket", str(sock), "alice"]),
+            ("tokenctl git-credential get", [str(tokenctl_bin()), "git-credential", "--socket", str(sock), "alice", "get"]),
+            ("docker-credential-tokend get", [str(helper_bin / "docker-credential-tokend"), "get"]),
+            ("tokenctl google-credential", [str(tokenctl_bin()), "google-credential", "--socket", str(sock), "alice"]),
+            ("tokenctl kube-credential", [str(tokenctl_bin()), "kube-credential", "--socket", str(sock), "alice"]),
+        ]
+        # docker-credential-tokend reads the whole request as the registry: give it the host alone.
+        (tmp / "docker-request").write_text("registry.example.com\n")
+        helpers = {}
+        for name, cmd in helper_cmds:
+            stdin_file = tmp / ("docker-request" if name.startswith("docker") else "helper-request")
+            helpers.update(oneshot_loop([(name, cmd)], args.runs, helper_env, stdin_file)[0])
+        log("credential helpers (perf_counter_ns around subprocess.run, stdin from a file):")
+        for name, r in helpers.items():
+            log(f"  {name:28} median {r['median_ms']:.3f} ms  p90 {r['p90_ms']:.3f} ms  failed {r['failed_runs']}")
         if "oidc-token" in oneshot:
             ratio = oneshot["tokenctl token"]["median_ms"] / oneshot["oidc-token"]["median_ms"]
             oneshot_target = {"tokenctl_over_oidc_token_median": round(ratio, 3), "met": ratio <= 2.0}
@@ -262,6 +294,7 @@ def main():
             "oidc_agent": oidc,
             "idp_token_posts_during_measurement": posts_after - posts_before,
             "oneshot": oneshot, "oneshot_target": oneshot_target,
+            "oneshot_helpers": {"timer": "perf_counter_ns around subprocess.run, stdin from a file", "results": helpers},
             "connection_per_request": rows,
         })
         print(f"results: {path}")
