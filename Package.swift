@@ -36,13 +36,16 @@ let package = Package(
     targets: [
         // Pure logic: credential model, deadlines, access policy, token-response parsing.
         // No I/O, no NIO; time is always passed in.
-        .target(name: "TokendCore", dependencies: ["TokendJSON"], swiftSettings: swiftSettings),
+        .target(name: "TokendCore", dependencies: ["TokendJSON", "TokendReaders"], swiftSettings: swiftSettings),
+        // The reader grammar (`uid:N`, `gid:N`, `user:NAME`, `group:NAME`), shared by the model and
+        // the wire format. No dependencies.
+        .target(name: "TokendReaders", swiftSettings: swiftSettings),
         // A strict, depth-limited JSON reader and writer for small messages. No dependencies.
         .target(name: "TokendJSON", swiftSettings: swiftSettings),
         // Varlink wire format: NUL framing, a strict JSON codec, call/reply types, the interface.
         .target(
             name: "TokendProtocol",
-            dependencies: ["TokendJSON", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["TokendJSON", "TokendReaders", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         // Configuration file (TOML) → validated, typed configuration.

@@ -31,10 +31,11 @@ let package = Package(
     targets: [
         .target(name: "TokendJSON", swiftSettings: swiftSettings),
         .target(name: "CTokendShims"),
-        .target(name: "TokendCore", dependencies: ["TokendJSON"], swiftSettings: swiftSettings),
+        .target(name: "TokendReaders", swiftSettings: swiftSettings),
+        .target(name: "TokendCore", dependencies: ["TokendJSON", "TokendReaders"], swiftSettings: swiftSettings),
         .target(
             name: "TokendProtocol",
-            dependencies: ["TokendJSON", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["TokendJSON", "TokendReaders", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         .target(

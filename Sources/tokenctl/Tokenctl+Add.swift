@@ -33,7 +33,7 @@ extension Tokenctl {
         @Option(
             name: .customLong("reader"),
             help: ArgumentHelp(
-                "Who may read the token: uid:N, user:NAME or group:NAME (repeatable; default: your uid).",
+                "Who may read the token: uid:N, gid:N, user:NAME or group:NAME (repeatable; default: your uid).",
                 valueName: "reader"
             )
         )
@@ -81,11 +81,10 @@ extension Tokenctl {
             } catch {
                 throw Terminal.failInput(error.description)
             }
-            let canonicalReaders = readers.compactMap { try? ReaderSpecifier.parse($0) }
             let request = input.request(
                 userIdentifier: user,
                 provider: provider,
-                readers: canonicalReaders.isEmpty ? nil : canonicalReaders,
+                readers: ReaderOptions.canonical(readers),
                 replace: replace
             )
 

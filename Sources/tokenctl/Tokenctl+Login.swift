@@ -63,7 +63,7 @@ extension Tokenctl {
         @Option(
             name: .customLong("reader"),
             help: ArgumentHelp(
-                "Who may read the token: uid:N, user:NAME or group:NAME (repeatable; default: your uid).", valueName: "reader")
+                "Who may read the token: uid:N, gid:N, user:NAME or group:NAME (repeatable; default: your uid).", valueName: "reader")
         )
         var readers: [String] = []
 
@@ -100,10 +100,9 @@ extension Tokenctl {
                     }
                 }
             }
-            let canonicalReaders = readers.compactMap { try? ReaderSpecifier.parse($0) }
             let request = BeginLoginRequest(
                 userIdentifier: user, provider: provider, flow: device ? .device : nil, redirectPort: redirectPort,
-                readers: canonicalReaders.isEmpty ? nil : canonicalReaders, replace: replace
+                readers: ReaderOptions.canonical(readers), replace: replace
             )
             let challenge: LoginChallenge
             do {

@@ -216,25 +216,6 @@ struct TokenResponseInputTests {
     }
 }
 
-struct ReaderSpecifierTests {
-    @Test(arguments: [
-        ("uid:1000", "uid:1000"), ("uid:007", "uid:7"), ("user:alice", "user:alice"),
-        ("group:tokend-readers", "group:tokend-readers"),
-        ("user:svc_a.b", "user:svc_a.b"), ("user:machine$", "user:machine$"),
-    ])
-    func acceptsReaders(text: String, canonical: String) throws {
-        #expect(try ReaderSpecifier.parse(text) == canonical)
-    }
-
-    @Test(arguments: [
-        "1000", "uid:", "uid:-1", "uid:abc", "uid:4294967295", "uid:99999999999", "user:", "user:-rf", "user:a b",
-        "group:a/b", "role:admin", ":x", "user:a$b",
-    ])
-    func refusesOthers(text: String) {
-        #expect(throws: ReaderSpecifier.ParseError.self) { try ReaderSpecifier.parse(text) }
-    }
-}
-
 struct TokenctlExitStatusTests {
     @Test(arguments: [
         (TokendClientError.Code.daemonUnavailable, Int32(3)), (.unknownUser, 4), (.permissionDenied, 5),

@@ -1,39 +1,6 @@
-/// One entry of a credential's reader list, as written in configuration and on the wire:
-/// `uid:1000`, `user:alice`, `group:backup` (or `gid:34`).
-public enum Reader: Sendable, Hashable, CustomStringConvertible {
-    case uid(UInt32)
-    case user(String)
-    case gid(UInt32)
-    case group(String)
-
-    /// Parses `kind:value`; `nil` for anything else.
-    public init?(_ text: some StringProtocol) {
-        guard let colon = text.firstIndex(of: ":") else { return nil }
-        let kind = text[..<colon]
-        let value = String(text[text.index(after: colon)...])
-        guard !value.isEmpty, !value.contains(where: { $0.isWhitespace || $0 == ":" }) else { return nil }
-        switch kind {
-        case "uid":
-            guard let id = UInt32(value) else { return nil }
-            self = .uid(id)
-        case "gid":
-            guard let id = UInt32(value) else { return nil }
-            self = .gid(id)
-        case "user": self = .user(value)
-        case "group": self = .group(value)
-        default: return nil
-        }
-    }
-
-    public var description: String {
-        switch self {
-        case .uid(let id): "uid:\(id)"
-        case .user(let name): "user:\(name)"
-        case .gid(let id): "gid:\(id)"
-        case .group(let name): "group:\(name)"
-        }
-    }
-}
+// The reader grammar (`uid:`, `gid:`, `user:`, `group:`) is defined once, in TokendReaders,
+// which TokendProtocol re-exports as well; the model and its stores use the same `Reader`.
+@_exported import TokendReaders
 
 /// A reader list with names turned into numeric ids, ready to be checked against a caller.
 ///

@@ -30,8 +30,7 @@ final class RuntimeSettings: Sendable {
         var gids: Set<UInt32> = []
         var unresolved: [String] = []
         for name in configuration.adminGroups {
-            let bare = name.hasPrefix("gid:") ? String(name.dropFirst(4)) : name
-            if let gid = SystemIdentity.groupID(named: bare) { gids.insert(gid) } else { unresolved.append(name) }
+            if let gid = adminGroupID(name) { gids.insert(gid) } else { unresolved.append(name) }
         }
         let values = Values(
             accessPolicy: AccessPolicy(adminGroupIDs: gids, allowSelfEnrolment: configuration.allowSelfEnrolment),
@@ -43,3 +42,14 @@ final class RuntimeSettings: Sendable {
         return (values, unresolved)
     }
 }
+
+    /// An `admin_groups` entry's gid: a group name, or `gid:N` / `group:NAME` in the reader
+    /// grammar (``Reader``); `nil` for a name that does not resolve or a reader that is no group.
+    static func adminGroupID(_ entry: String) -> UInt32? {
+        guard entry.contains(":") else { return SystemIdentity.groupID(named: entry) }
+        switch Reader(entry) {
+        case .gid(let id): return id
+        case .group(let name): return SystemIdentity.groupID(named: name)
+        case .uid, .user, nil: return nil
+        }
+    }
