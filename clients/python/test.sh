@@ -6,7 +6,8 @@
 # BIN_DIR holds the tokend binary (default: $TOKEND_BIN_DIR, else <repo>/.build/debug).
 # Uses the test venv ($TOKEND_VENV, else <repo>/.venv, made by scripts/test-venv.sh), installs
 # this package into it with pip (offline: no index, no build isolation; the venv's pinned
-# setuptools builds it), then runs pytest, bounded by TOKEND_PYTHON_TEST_LIMIT seconds (300).
+# setuptools builds it), checks it with ruff and mypy --strict (pinned in Tests/idp/requirements.txt),
+# then runs pytest, bounded by TOKEND_PYTHON_TEST_LIMIT seconds (300).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -47,6 +48,10 @@ stamp="$venv/.tokend-python-client.sha256"
 
 cd "$here"
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the tree
+# Lint and type check first (settings in pyproject.toml); caches outside the tree.
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/tokend-python"
+"$venv/bin/ruff" check --no-cache src tests
+"$venv/bin/mypy" --cache-dir "$cache/mypy" --config-file pyproject.toml
 limit="${TOKEND_PYTHON_TEST_LIMIT:-300}"
 status=0
 # -p no:cacheprovider: no .pytest_cache in the tree. Runs from the installed package, not src/.

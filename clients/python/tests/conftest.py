@@ -11,14 +11,23 @@ import itertools
 import re
 import secrets
 import signal
-from typing import Dict, Iterator, List, Optional
+from collections.abc import Iterator
 
 import pytest
 
 pytest.register_assert_rewrite("helpers")  # before the import: helpers' asserts explain themselves
 
+from helpers import (  # noqa: E402
+    DPOP_PROVIDER,
+    PROVIDER,
+    Daemon,
+    IdentityProvider,
+    ResourceServer,
+    remove_scratch,
+    scratch_directory,
+)
+
 import tokend  # noqa: E402
-from helpers import DPOP_PROVIDER, Daemon, IdentityProvider, ResourceServer, remove_scratch, scratch_directory, PROVIDER
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,13 +69,13 @@ class TokenPool:
     """Token endpoint responses minted at the IdP, in batches (one `idp.py mint` is ~0.4 s), with
     ``scope`` (default: the IdP's, ``read``)."""
 
-    def __init__(self, idp: IdentityProvider, lifetime: int, scope: Optional[str] = None) -> None:
+    def __init__(self, idp: IdentityProvider, lifetime: int, scope: str | None = None) -> None:
         self.idp = idp
         self.lifetime = lifetime
         self.scope = scope
-        self.tokens: List[Dict] = []
+        self.tokens: list[dict] = []
 
-    def take(self) -> Dict:
+    def take(self) -> dict:
         if not self.tokens:
             self.tokens = self.idp.mint(count=20, lifetime=self.lifetime, scope=self.scope)
         return self.tokens.pop()
@@ -112,7 +121,7 @@ def user(request, daemon) -> Iterator[str]:
 
 
 @pytest.fixture
-def enrolled(client, user, pool) -> Dict:
+def enrolled(client, user, pool) -> dict:
     """``user`` with a credential from a fresh token pair (lifetime one hour). Returns the pair."""
     response = pool.take()
     client.add_token_response(user, PROVIDER, response)
@@ -129,7 +138,7 @@ def dpop_enrolled(client, user) -> str:
 
 
 @pytest.fixture
-def stale(client, user, expired_pool, idp) -> Dict:
+def stale(client, user, expired_pool, idp) -> dict:
     """``user`` with a token that tokend believes valid for an hour but that the IdP (and so the
     resource server) no longer accepts: the situation a 401 retry is for. Its refresh token is
     good. (Revoking the access token at the IdP is no way to get there: this DOT revokes the

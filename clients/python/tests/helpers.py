@@ -25,8 +25,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[3]
 IDP_SCRIPT = REPO / "Tests" / "idp" / "idp.py"
@@ -98,7 +99,7 @@ class IdentityProvider:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = directory / "idp.log"
         self.access_token_lifetime = access_token_lifetime
-        self.process: Optional[subprocess.Popen] = None
+        self.process: subprocess.Popen | None = None
         self.port = 0
 
     @property
@@ -148,7 +149,7 @@ class IdentityProvider:
 
     def _tool(self, *arguments: str, timeout: float = 60.0) -> str:
         result = subprocess.run(
-            [sys.executable, str(IDP_SCRIPT)] + list(arguments) + ["--state-dir", str(self.state_dir)],
+            [sys.executable, str(IDP_SCRIPT), *list(arguments), "--state-dir", str(self.state_dir)],
             capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
         )
         if result.returncode != 0:
@@ -156,8 +157,8 @@ class IdentityProvider:
         return result.stdout
 
     def mint(
-        self, count: int = 1, lifetime: Optional[int] = None, prefix: Optional[str] = None, scope: Optional[str] = None
-    ) -> List[Dict]:
+        self, count: int = 1, lifetime: int | None = None, prefix: str | None = None, scope: str | None = None
+    ) -> list[dict]:
         """Fresh token pairs (token endpoint responses) of alice for the confidential client, with
         ``scope`` (default: the IdP's, ``read``)."""
         arguments = ["mint", "--count", str(count), "--client", CLIENT_ID]
@@ -176,7 +177,7 @@ class IdentityProvider:
     def revoke_refresh_token(self, refresh_token: str) -> None:
         self._tool("revoke", "--refresh-token", refresh_token)
 
-    def _post(self, path: str, fields: Dict[str, str]) -> Any:
+    def _post(self, path: str, fields: dict[str, str]) -> Any:
         credentials = base64.b64encode(("%s:%s" % (CLIENT_ID, CLIENT_SECRET)).encode()).decode()
         request = urllib.request.Request(
             self.base_url + path,
@@ -186,7 +187,7 @@ class IdentityProvider:
         )
         return urllib.request.urlopen(request, timeout=10)
 
-    def introspect(self, token: str) -> Dict:
+    def introspect(self, token: str) -> dict:
         """RFC 7662 introspection, authenticated as the confidential client."""
         with self._post("/o/introspect/", {"token": token}) as response:
             return json.loads(response.read())
@@ -208,7 +209,7 @@ class Daemon:
         self.socket_path = str(directory / "tokend.sock")
         self.config_path = directory / "tokend.toml"
         self.log_path = directory / "tokend.log"
-        self.process: Optional[subprocess.Popen] = None
+        self.process: subprocess.Popen | None = None
         (directory / "idp-secret").write_text(CLIENT_SECRET + "\n")
         (directory / "idp-secret").chmod(0o600)
         self.config_path.write_text(
@@ -248,7 +249,7 @@ class Daemon:
         self.stop()
         raise RuntimeError("tokend did not listen within %gs: %s" % (timeout, self.log()))
 
-    def stop(self) -> Optional[int]:
+    def stop(self) -> int | None:
         if self.process is None:
             return None
         stop_process(self.process, timeout=20.0)
@@ -284,7 +285,7 @@ def cli(*arguments: str, socket: str) -> subprocess.CompletedProcess:
     """``python -m tokend ARGUMENTS`` with ``$TOKEND_SOCKET`` set to ``socket``."""
     environment = dict(os.environ, TOKEND_SOCKET=socket)
     return subprocess.run(
-        [sys.executable, "-m", "tokend"] + list(arguments),
+        [sys.executable, "-m", "tokend", *list(arguments)],
         capture_output=True, text=True, timeout=30, env=environment, stdin=subprocess.DEVNULL,
     )
 
@@ -303,7 +304,7 @@ class SilentServer:
     """A Unix socket server that is not tokend: it accepts, reads what it is sent, and never
     answers (or answers ``reply`` once, when given). For the client's timeout and framing checks."""
 
-    def __init__(self, path: str, reply: Optional[bytes] = None) -> None:
+    def __init__(self, path: str, reply: bytes | None = None) -> None:
         self.path = path
         self.reply = reply
         self.received = b""
@@ -313,7 +314,7 @@ class SilentServer:
         self._listener.bind(path)
         self._listener.listen(8)
         self._listener.settimeout(0.1)
-        self._peers: List[socket.socket] = []
+        self._peers: list[socket.socket] = []
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -324,7 +325,7 @@ class SilentServer:
                 peer.setblocking(False)
                 self._peers.append(peer)
                 self.connections += 1
-            except socket.timeout:
+            except TimeoutError:
                 pass
             except OSError:
                 return
@@ -366,8 +367,8 @@ class ResourceServer:
         self.idp = idp
         self.reject_all = False
         #: Where GET /redirect sends the client (302), when set.
-        self.redirect_to: Optional[str] = None
-        self.seen: List[Dict] = []
+        self.redirect_to: str | None = None
+        self.seen: list[dict] = []
         self._lock = threading.Lock()
         server = self
 
@@ -422,7 +423,7 @@ class ResourceServer:
         with self._lock:
             return len(self.seen)
 
-    def tokens(self) -> List[str]:
+    def tokens(self) -> list[str]:
         with self._lock:
             return [entry["token"] for entry in self.seen]
 

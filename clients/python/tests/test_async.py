@@ -9,9 +9,9 @@ import hashlib
 import time
 
 import pytest
+from helpers import PROVIDER, SilentServer, decode_jwt
 
 import tokend
-from helpers import PROVIDER, SilentServer, decode_jwt
 
 
 def run(coroutine, limit: float = 30.0):

@@ -49,7 +49,7 @@ def test_cli_watch_prints_a_line_per_token_and_ends_on_removal(daemon, client, u
         assert line.startswith(user + " new token, expires at ")
         assert enrolled["access_token"] not in line
         client.remove_credential(user)
-        stdout, stderr = process.communicate(timeout=15)
+        _stdout, stderr = process.communicate(timeout=15)
         assert process.returncode == 1
         assert user in stderr and "no credential" in stderr
     finally:

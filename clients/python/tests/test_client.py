@@ -10,14 +10,14 @@ import threading
 import time
 
 import pytest
+from helpers import PROVIDER, Daemon, SilentServer, remove_scratch, scratch_directory
 
 import tokend
 from tokend._errors import error_from_reply
-from helpers import PROVIDER, Daemon, SilentServer, scratch_directory, remove_scratch
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def test_token_returns_the_stored_credentials(client, user, enrolled):

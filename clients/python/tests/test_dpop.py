@@ -11,9 +11,9 @@ import urllib.error
 import urllib.request
 
 import pytest
+from helpers import DPOP_PROVIDER, PROVIDER, SilentServer, base64url_decode, decode_jwt
 
 import tokend
-from helpers import DPOP_PROVIDER, PROVIDER, SilentServer, base64url_decode, decode_jwt
 
 URL = "https://api.example.com/v1/items"
 

@@ -6,10 +6,10 @@ import asyncio
 
 import httpx
 import pytest
+from helpers import ResourceServer, SilentServer, refused_twice
 
 import tokend
 from tokend.httpx import TokendAuth
-from helpers import ResourceServer, SilentServer, refused_twice
 
 
 def run(coroutine, limit: float = 30.0):

@@ -16,16 +16,16 @@ import asyncio
 import itertools
 import json
 import time
-from typing import Dict, Iterator, List
+from collections.abc import Iterator
 
 import httpx
 import pytest
 import requests
+from helpers import NARROWED_PROVIDER, PROVIDER, Daemon, SilentServer, cli, narrowed_provider, refused_twice
 
 import tokend
 from tokend.httpx import TokendAuth as HttpxAuth
 from tokend.requests import TokendAuth as RequestsAuth
-from helpers import NARROWED_PROVIDER, PROVIDER, Daemon, SilentServer, cli, narrowed_provider, refused_twice
 
 METHOD = "io.tokend.TokenProvider.ProvideTokenReplacement"
 RESOURCE = "https://api.example.com/v1"
@@ -37,7 +37,7 @@ def run(coroutine, limit: float = 30.0):
     return asyncio.run(asyncio.wait_for(coroutine, limit))
 
 
-def sent_parameters(server: SilentServer) -> List[Dict]:
+def sent_parameters(server: SilentServer) -> list[dict]:
     """The parameters of every call ``server`` received, in order (all ProvideTokenReplacement)."""
     calls = [json.loads(message) for message in server.received.split(b"\0") if message]
     assert all(call["method"] == METHOD for call in calls), calls
@@ -209,7 +209,7 @@ def nclient(narrowed_daemon) -> Iterator[tokend.Client]:
 
 
 @pytest.fixture
-def narrowable(nclient, user, read_write_pool) -> Dict:
+def narrowable(nclient, user, read_write_pool) -> dict:
     """``user`` with a credential of the provider ``narrowed`` whose scope is ``read write``."""
     response = read_write_pool.take()
     assert response["scope"] == "read write"
@@ -256,7 +256,7 @@ def test_narrowed_token_for_a_resource(nclient, idp, user, narrowable, read_writ
 
 
 #: Past the daemon's forced_refresh_interval (1 s), which counts from the narrowed grant: until
-#: then tokend refuses to replace a narrowed token it just got (RefreshFailed), as it does for a
+#: then tokend refuses to replace a narrowed token it just got (RefreshFailedError), as it does for a
 #: credential's token it just refreshed.
 PAST_FORCED_REFRESH_INTERVAL = 1.2
 
@@ -303,7 +303,7 @@ def test_narrowing_errors_from_tokend(nclient, idp, user, narrowable, pool):
             nclient.token(user, **arguments)
         assert caught.value.error_name == "org.varlink.service.InvalidParameter"
         assert caught.value.parameter == parameter, arguments
-    # An empty one sent as it is (this client refuses to send it) is tokend's InvalidParameter too.
+    # An empty one sent as it is (this client refuses to send it) is tokend's InvalidParameterError too.
     with pytest.raises(tokend.InvalidParameter) as caught:
         nclient.call("ProvideTokenReplacement", {"userIdentifier": user, "scope": ""})
     assert caught.value.error_name is not None and caught.value.parameter == "scope"

@@ -9,7 +9,6 @@ import asyncio
 import select
 import socket
 import threading
-from typing import List
 
 import pytest
 
@@ -119,9 +118,9 @@ def test_quota_exceeded_when_the_close_resets_the_call(resetting_server):
     check(caught.value)
 
 
-async def _refused_calls(path: str) -> List[BaseException]:
+async def _refused_calls(path: str) -> list[BaseException]:
     client = tokend.AsyncClient(path, timeout=5)
-    errors: List[BaseException] = []
+    errors: list[BaseException] = []
     for _ in range(3):
         with pytest.raises(tokend.QuotaExceeded) as caught:
             await client.token("alice")

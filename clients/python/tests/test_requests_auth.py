@@ -8,10 +8,10 @@ import io
 
 import pytest
 import requests
+from helpers import ResourceServer, refused_twice
 
 import tokend
 from tokend.requests import TokendAuth
-from helpers import ResourceServer, refused_twice
 
 
 def test_a_valid_token_needs_one_request_and_no_grant(client, idp, api, user, enrolled):
@@ -85,7 +85,7 @@ def test_a_refresh_refused_by_tokend_is_raised_to_the_caller(client, idp, api, u
     assert requests.get(api.url, auth=auth, timeout=10).status_code == 200
     # Make the fresh token unacceptable too. Within forced_refresh_interval (30 s) of the last
     # refresh, tokend refuses to replace a token it still considers valid: the 401 cannot be
-    # fixed, and RefreshFailed (with when to retry) reaches the caller, without a grant.
+    # fixed, and RefreshFailedError (with when to retry) reaches the caller, without a grant.
     idp.revoke_access_token(client.token(user).access_token)
     grants = idp.count_posts()
     with pytest.raises(tokend.RefreshFailed) as caught:

@@ -6,9 +6,9 @@ import threading
 import time
 
 import pytest
+from helpers import PROVIDER
 
 import tokend
-from helpers import PROVIDER
 
 
 def test_watch_first_reply_at_once_then_replacement_then_removal(client, user, enrolled, pool):

@@ -13,23 +13,28 @@ Standard library only. ``tokend.AsyncClient`` is the asyncio twin; ``tokend.requ
 from . import _errors
 from ._aio import AsyncClient, AsyncWatch
 from ._client import Client, Watch
-from ._errors import *  # noqa: F401,F403  (the exceptions: the names in _errors.__all__)
+from ._errors import *  # noqa: F403  (the exceptions: the names in _errors.__all__)
+from ._readers import ReaderError, parse_reader
 from ._types import Credentials, CredentialStatus, DaemonStatus, DPoPProof, Status
 from ._wire import DEFAULT_SOCKET_PATH, SOCKET_ENVIRONMENT_VARIABLE
 
+#: The one version source of the package (pyproject.toml reads it); the daemon's version.
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_SOCKET_PATH",
+    "SOCKET_ENVIRONMENT_VARIABLE",
     "AsyncClient",
     "AsyncWatch",
     "Client",
-    "Watch",
+    "CredentialStatus",
     "Credentials",
     "DPoPProof",
-    "CredentialStatus",
     "DaemonStatus",
+    "ReaderError",
     "Status",
-    "DEFAULT_SOCKET_PATH",
-    "SOCKET_ENVIRONMENT_VARIABLE",
+    "Watch",
+    "__version__",
+    "parse_reader",
 ]
 __all__ += _errors.__all__

@@ -15,7 +15,7 @@ import dataclasses
 import datetime as _dt
 import json
 import sys
-from typing import Any, List, Optional
+from typing import Any
 
 from ._client import Client
 from ._errors import TokendError
@@ -27,7 +27,7 @@ def _json_default(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tokend", description="Ask tokend for tokens.")
     parser.add_argument("--socket", help="tokend's socket (default: $TOKEND_SOCKET, else /run/tokend/io.tokend)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds a call may take (default 10)")

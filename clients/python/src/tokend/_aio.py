@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import socket as _socket
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ._common import (
     AsyncClosing,
@@ -21,7 +22,7 @@ from ._common import (
     user_identifier,
     user_parameters,
 )
-from ._errors import Timeout
+from ._errors import DaemonTimeoutError
 from ._types import Credentials, DPoPProof, Status
 from ._wire import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, connect_error, too_large_error
 
@@ -44,7 +45,7 @@ class _AsyncConnection:
         self.loop = asyncio.get_running_loop()
 
     @classmethod
-    async def open(cls, path: str, method: str) -> "_AsyncConnection":
+    async def open(cls, path: str, method: str) -> _AsyncConnection:
         # The socket is made here (not by open_unix_connection) so that send() can use it.
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
@@ -68,7 +69,7 @@ class _AsyncConnection:
             if self.writer.transport.get_write_buffer_size() == 0:
                 # Straight to the (non-blocking) socket while the transport has nothing queued:
                 # a transport whose write fails closes the socket at once, and a reply the daemon
-                # sent before it closed the connection (a refused connection's QuotaExceeded)
+                # sent before it closed the connection (a refused connection's QuotaExceededError)
                 # would be lost unread. A failure here leaves the transport reading it.
                 try:
                     sent = self.sock.send(data)
@@ -80,11 +81,11 @@ class _AsyncConnection:
         except OSError as error:  # EPIPE, ECONNRESET
             raise Lost(error.strerror or "closed") from None
 
-    async def waiting(self) -> Optional[bytes]:
+    async def waiting(self) -> bytes | None:
         """A whole message the daemon already sent (for a send that failed); None when none comes."""
         try:
             message = await asyncio.wait_for(self.reader.readuntil(b"\0"), _WAITING_REPLY_SECONDS)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
             return None
         return message[:-1]
 
@@ -124,12 +125,12 @@ class AsyncClient(ClientBase, AsyncClosing):
     """
 
     _name = "AsyncClient"
-    _connection: Optional[_AsyncConnection]
+    _connection: _AsyncConnection | None
 
-    def __init__(self, socket: Optional[str] = None, timeout: Seconds = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, socket: str | None = None, timeout: Seconds = DEFAULT_TIMEOUT) -> None:
         super().__init__(socket, timeout)
-        self._lock: Optional[asyncio.Lock] = None
-        self._lock_loop: Optional[asyncio.AbstractEventLoop] = None
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
 
     async def aclose(self) -> None:
         """Closes the connection; a later call opens a new one."""
@@ -141,10 +142,10 @@ class AsyncClient(ClientBase, AsyncClosing):
         self,
         user: str,
         min_valid: Seconds = 0,
-        rejected: Optional[str] = None,
+        rejected: str | None = None,
         *,
-        scope: Optional[str] = None,
-        resource: Optional[str] = None,
+        scope: str | None = None,
+        resource: str | None = None,
     ) -> Credentials:
         """An access token for ``user`` valid for at least ``min_valid`` seconds, narrowed to
         ``scope`` and/or ``resource`` when given (see ``Client.token``)."""
@@ -152,13 +153,13 @@ class AsyncClient(ClientBase, AsyncClosing):
         return Credentials.from_wire(reply.get("credentials"))
 
     async def dpop_proof(
-        self, user: str, method: str, url: str, *, nonce: Optional[str] = None, min_valid: Seconds = 0
+        self, user: str, method: str, url: str, *, nonce: str | None = None, min_valid: Seconds = 0
     ) -> DPoPProof:
         """A DPoP proof for one request with the DPoP-bound token of ``user`` (see ``Client.dpop_proof``)."""
         reply = await self.call("ProvideDPoPProof", dpop_parameters(user, method, url, nonce, min_valid))
         return DPoPProof.from_wire(reply)
 
-    async def status(self, user: Optional[str] = None) -> Status:
+    async def status(self, user: str | None = None) -> Status:
         """The daemon's status and the credentials this caller may see (or only ``user``'s)."""
         if user is not None:
             return Status.from_wire(await self.call("Status", user_parameters(user)))
@@ -169,11 +170,11 @@ class AsyncClient(ClientBase, AsyncClosing):
         user: str,
         provider: str,
         access_token: str,
-        refresh_token: Optional[str] = None,
-        token_type: Optional[str] = None,
-        expires_in: Optional[int] = None,
-        scope: Optional[str] = None,
-        readers: Optional[Iterable[str]] = None,
+        refresh_token: str | None = None,
+        token_type: str | None = None,
+        expires_in: int | None = None,
+        scope: str | None = None,
+        readers: Iterable[str] | None = None,
         replace: bool = False,
     ) -> None:
         await self.call(
@@ -186,7 +187,7 @@ class AsyncClient(ClientBase, AsyncClosing):
         user: str,
         provider: str,
         response: Mapping[str, Any],
-        readers: Optional[Iterable[str]] = None,
+        readers: Iterable[str] | None = None,
         replace: bool = False,
     ) -> None:
         await self.add_credential(user, provider, readers=readers, replace=replace, **response_arguments(response))
@@ -194,29 +195,29 @@ class AsyncClient(ClientBase, AsyncClosing):
     async def remove_credential(self, user: str) -> None:
         await self.call("RemoveCredential", user_parameters(user))
 
-    def watch(self, user: str, idle_timeout: Optional[Seconds] = None) -> "AsyncWatch":
+    def watch(self, user: str, idle_timeout: Seconds | None = None) -> AsyncWatch:
         """``async for credentials in client.watch(user)``: see ``AsyncWatch``."""
         return AsyncWatch(self, user_identifier(user), idle_timeout)
 
     # --- raw calls ---------------------------------------------------------------------
 
-    async def call(self, method: str, parameters: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    async def call(self, method: str, parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Sends one call and returns its reply's parameters (see ``Client.call``)."""
         return (await self._call_with_timeout(method, parameters))[0]
 
     async def _call_with_timeout(
-        self, method: str, parameters: Optional[Mapping[str, Any]], more: bool = False
-    ) -> List[Dict[str, Any]]:
+        self, method: str, parameters: Mapping[str, Any] | None, more: bool = False
+    ) -> list[dict[str, Any]]:
         call = Call(self.socket_path, method, parameters, more)
         try:
             return await asyncio.wait_for(self._call(call), self.timeout)
-        except asyncio.TimeoutError:
-            raise Timeout(
+        except TimeoutError:
+            raise DaemonTimeoutError(
                 "tokend at %s did not answer %s within %gs" % (self.socket_path, call.method, self.timeout),
                 method=call.method,
             ) from None
 
-    async def _call(self, call: Call) -> List[Dict[str, Any]]:
+    async def _call(self, call: Call) -> list[dict[str, Any]]:
         async with self._current_lock():
             while True:
                 connection, reused = await self._connect(call.method)
@@ -241,7 +242,7 @@ class AsyncClient(ClientBase, AsyncClosing):
             self._lock_loop = loop
         return self._lock
 
-    async def _connect(self, method: str):
+    async def _connect(self, method: str) -> tuple[_AsyncConnection, bool]:
         connection = self._idle_connection()
         if connection is not None:
             return connection, True
@@ -253,17 +254,17 @@ class AsyncWatch(WatchBase, AsyncClosing):
     """``async for credentials in client.watch(user)``: the current credentials at once, then one
     item per new token, on a connection of its own. Same rules as ``Watch``: the first reply
     within the client's timeout, later ones within ``idle_timeout`` if given; the stream ends by
-    raising ``UnknownUser`` / ``ReauthenticationRequired`` / ``DaemonUnavailable``; ``aclose()``
+    raising ``UnknownUserError`` / ``ReauthenticationRequiredError`` / ``DaemonUnavailableError``; ``aclose()``
     (or leaving ``async with``) ends it and closes the connection.
     """
 
     _name = "AsyncWatch"
-    _connection: Optional[_AsyncConnection]
+    _connection: _AsyncConnection | None
 
-    def __init__(self, client: AsyncClient, user: str, idle_timeout: Optional[Seconds] = None) -> None:
+    def __init__(self, client: AsyncClient, user: str, idle_timeout: Seconds | None = None) -> None:
         super().__init__(client, user, idle_timeout)
 
-    def __aiter__(self) -> "AsyncWatch":
+    def __aiter__(self) -> AsyncWatch:
         return self
 
     async def __anext__(self) -> Credentials:
@@ -274,8 +275,8 @@ class AsyncWatch(WatchBase, AsyncClosing):
         with self._ending(StopAsyncIteration):
             try:
                 raw = await asyncio.wait_for(self._next_message(first), timeout)
-            except asyncio.TimeoutError:
-                raise Timeout(
+            except TimeoutError:
+                raise DaemonTimeoutError(
                     "tokend at %s sent no credentials of %r within %gs" % (self._client.socket_path, self._user, timeout or 0),
                     method=self._method,
                 ) from None
@@ -289,7 +290,8 @@ class AsyncWatch(WatchBase, AsyncClosing):
                 await connection.send(self._message())
             except Lost as lost:
                 raise_waiting_error(lost, await connection.waiting(), self._method, self._parameters)
-        return await self._open_connection().receive(self._method)
+        current: _AsyncConnection = self._open_connection()
+        return await current.receive(self._method)
 
     async def aclose(self) -> None:
         """Ends the stream and closes its connection."""

@@ -6,7 +6,8 @@ import select
 import socket as _socket
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ._common import (
     Call,
@@ -17,14 +18,13 @@ from ._common import (
     WatchBase,
     add_parameters,
     dpop_parameters,
-    positive_seconds,
     raise_waiting_error,
     response_arguments,
     token_parameters,
     user_identifier,
     user_parameters,
 )
-from ._errors import Timeout
+from ._errors import DaemonTimeoutError
 from ._types import Credentials, DPoPProof, Status
 from ._wire import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, connect_error, too_large_error
 
@@ -41,27 +41,27 @@ class _Connection:
         try:
             sock.settimeout(_remaining(deadline))
             sock.connect(path)
-        except _socket.timeout:
+        except TimeoutError:
             sock.close()
-            raise Timeout(
+            raise DaemonTimeoutError(
                 "tokend at %s did not accept the connection in time for %s" % (path, method), method=method
             ) from None
         except OSError as error:
             sock.close()
             raise connect_error(path, error, method) from None
-        self.sock: Optional[_socket.socket] = sock
+        self.sock: _socket.socket | None = sock
 
     def send(self, data: bytes, deadline: float, method: str) -> None:
         sock = self._socket()
         try:
             sock.settimeout(_remaining(deadline))
             sock.sendall(data)
-        except _socket.timeout:
-            raise Timeout("tokend at %s did not take the call to %s in time" % (self.path, method), method=method) from None
+        except TimeoutError:
+            raise DaemonTimeoutError("tokend at %s did not take the call to %s in time" % (self.path, method), method=method) from None
         except OSError as error:  # EPIPE, ECONNRESET, or closed meanwhile (EBADF)
             raise Lost(error.strerror or "closed") from None
 
-    def waiting(self) -> Optional[bytes]:
+    def waiting(self) -> bytes | None:
         """A whole message the daemon already sent, read without waiting (for a send that failed:
         a peer that closed has nothing more on its way); None when there is none."""
         sock = self.sock
@@ -82,7 +82,7 @@ class _Connection:
         del self.buffer[: end + 1]
         return message
 
-    def receive(self, deadline: Optional[float], method: str, timeout: Optional[float]) -> bytes:
+    def receive(self, deadline: float | None, method: str, timeout: float | None) -> bytes:
         """One message, without its NUL. ``deadline`` None waits as long as it takes."""
         while True:
             end = self.buffer.find(b"\0")
@@ -96,8 +96,8 @@ class _Connection:
             try:
                 sock.settimeout(None if deadline is None else _remaining(deadline))
                 chunk = sock.recv(65536)
-            except _socket.timeout:
-                raise Timeout(
+            except TimeoutError:
+                raise DaemonTimeoutError(
                     "tokend at %s did not answer %s within %gs" % (self.path, method, timeout or 0), method=method
                 ) from None
             except OSError as error:  # ECONNRESET, or closed meanwhile (EBADF)
@@ -145,7 +145,7 @@ class Client(ClientBase, Closing):
     since the last call (it restarted), the next call reconnects once; a call that may have
     reached the daemon is only sent again when it changes nothing (``token``, ``dpop_proof``,
     ``status``).
-    Every call waits at most ``timeout`` seconds for its reply, then raises ``Timeout``.
+    Every call waits at most ``timeout`` seconds for its reply, then raises ``DaemonTimeoutError``.
 
     Args:
         socket: the daemon's socket; ``None`` means ``$TOKEND_SOCKET``, else
@@ -153,9 +153,9 @@ class Client(ClientBase, Closing):
         timeout: how long one call may take, in seconds (default 10).
     """
 
-    _connection: Optional[_Connection]
+    _connection: _Connection | None
 
-    def __init__(self, socket: Optional[str] = None, timeout: Seconds = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, socket: str | None = None, timeout: Seconds = DEFAULT_TIMEOUT) -> None:
         super().__init__(socket, timeout)
         self._lock = threading.Lock()
 
@@ -172,10 +172,10 @@ class Client(ClientBase, Closing):
         self,
         user: str,
         min_valid: Seconds = 0,
-        rejected: Optional[str] = None,
+        rejected: str | None = None,
         *,
-        scope: Optional[str] = None,
-        resource: Optional[str] = None,
+        scope: str | None = None,
+        resource: str | None = None,
     ) -> Credentials:
         """An access token for ``user`` that stays valid for at least ``min_valid`` seconds.
 
@@ -187,9 +187,9 @@ class Client(ClientBase, Closing):
         instead of the credential's own: tokend gets it from the provider and keeps it fresh
         apart from the credential's token (``rejected`` is then compared with the narrowed
         token); ``scope`` of the answer is the narrowed scope. The provider must have
-        ``narrowed_tokens = true``. Raises ``InvalidCredential`` for a scope wider than the
-        credential's or a provider without narrowed tokens, ``RefreshFailed`` when the provider
-        refuses or does not narrow, ``InvalidParameter`` (``parameter`` ``scope`` or
+        ``narrowed_tokens = true``. Raises ``InvalidCredentialError`` for a scope wider than the
+        credential's or a provider without narrowed tokens, ``RefreshFailedError`` when the provider
+        refuses or does not narrow, ``InvalidParameterError`` (``parameter`` ``scope`` or
         ``resource``) for a malformed one.
         """
         parameters = token_parameters(user, min_valid, rejected, scope, resource)
@@ -197,7 +197,7 @@ class Client(ClientBase, Closing):
         return Credentials.from_wire(reply.get("credentials"))
 
     def dpop_proof(
-        self, user: str, method: str, url: str, *, nonce: Optional[str] = None, min_valid: Seconds = 0
+        self, user: str, method: str, url: str, *, nonce: str | None = None, min_valid: Seconds = 0
     ) -> DPoPProof:
         """A DPoP proof (RFC 9449) for one HTTP request with the DPoP-bound token of ``user``,
         signed by tokend with the credential's key (which never leaves the daemon).
@@ -208,14 +208,14 @@ class Client(ClientBase, Closing):
         token stays valid for at least ``min_valid`` seconds, as for ``token``. Send the request
         with the proof's ``headers``, and ask again for the next request: proofs are not reused.
 
-        Raises ``InvalidCredential`` when the credential's tokens are not DPoP-bound,
-        ``InvalidParameter`` (``parameter`` ``httpMethod``, ``httpUri`` or ``nonce``) for a
+        Raises ``InvalidCredentialError`` when the credential's tokens are not DPoP-bound,
+        ``InvalidParameterError`` (``parameter`` ``httpMethod``, ``httpUri`` or ``nonce``) for a
         method, URL or nonce tokend refuses, and otherwise what ``token`` raises.
         """
         parameters = dpop_parameters(user, method, url, nonce, min_valid)
         return DPoPProof.from_wire(self.call("ProvideDPoPProof", parameters))
 
-    def status(self, user: Optional[str] = None) -> Status:
+    def status(self, user: str | None = None) -> Status:
         """The daemon's status and the credentials this caller may see (or only ``user``'s)."""
         if user is not None:
             return Status.from_wire(self.call("Status", user_parameters(user)))
@@ -228,11 +228,11 @@ class Client(ClientBase, Closing):
         user: str,
         provider: str,
         access_token: str,
-        refresh_token: Optional[str] = None,
-        token_type: Optional[str] = None,
-        expires_in: Optional[int] = None,
-        scope: Optional[str] = None,
-        readers: Optional[Iterable[str]] = None,
+        refresh_token: str | None = None,
+        token_type: str | None = None,
+        expires_in: int | None = None,
+        scope: str | None = None,
+        readers: Iterable[str] | None = None,
         replace: bool = False,
     ) -> None:
         """Stores a credential from a token endpoint response (readers default to this uid)."""
@@ -246,7 +246,7 @@ class Client(ClientBase, Closing):
         user: str,
         provider: str,
         response: Mapping[str, Any],
-        readers: Optional[Iterable[str]] = None,
+        readers: Iterable[str] | None = None,
         replace: bool = False,
     ) -> None:
         """Stores a credential from a token endpoint's JSON response (a dict)."""
@@ -256,13 +256,13 @@ class Client(ClientBase, Closing):
         """Deletes the credential of ``user``."""
         self.call("RemoveCredential", user_parameters(user))
 
-    def watch(self, user: str, idle_timeout: Optional[Seconds] = None) -> "Watch":
+    def watch(self, user: str, idle_timeout: Seconds | None = None) -> Watch:
         """The credentials of ``user`` now, then each time its token changes (see ``Watch``)."""
         return Watch(self, user_identifier(user), idle_timeout)
 
     # --- raw calls ---------------------------------------------------------------------
 
-    def call(self, method: str, parameters: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    def call(self, method: str, parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Sends one call and returns its reply's parameters; raises the typed error otherwise.
 
         ``method`` without an interface means ``io.tokend.TokenProvider.<method>``. ``None``
@@ -270,13 +270,13 @@ class Client(ClientBase, Closing):
         """
         return self._call(method, parameters)[0]
 
-    def _call(self, method: str, parameters: Optional[Mapping[str, Any]], more: bool = False) -> List[Dict[str, Any]]:
+    def _call(self, method: str, parameters: Mapping[str, Any] | None, more: bool = False) -> list[dict[str, Any]]:
         """All replies of one call: one, or with ``more`` all of the stream, within the timeout."""
         call = Call(self.socket_path, method, parameters, more)
         deadline = time.monotonic() + self.timeout
         # Waiting for another thread's call counts toward this call's deadline.
         if not self._lock.acquire(timeout=self.timeout):
-            raise Timeout(
+            raise DaemonTimeoutError(
                 "tokend at %s: %s waited %gs for other calls on this client" % (self.socket_path, call.method, self.timeout),
                 method=call.method,
             )
@@ -285,7 +285,7 @@ class Client(ClientBase, Closing):
         finally:
             self._lock.release()
 
-    def _call_locked(self, call: Call, deadline: float) -> List[Dict[str, Any]]:
+    def _call_locked(self, call: Call, deadline: float) -> list[dict[str, Any]]:
         while True:
             connection, reused = self._connect(deadline, call.method)
             with call.attempt(reused, self._drop):
@@ -299,7 +299,7 @@ class Client(ClientBase, Closing):
                     call.take(connection.receive(deadline, call.method, self.timeout))
                 return call.replies
 
-    def _connect(self, deadline: float, method: str):
+    def _connect(self, deadline: float, method: str) -> tuple[_Connection, bool]:
         connection = self._idle_connection()
         if connection is not None:
             return connection, True
@@ -313,20 +313,20 @@ class Watch(WatchBase, Closing):
 
     It has a connection of its own (a ``Watch`` call holds its connection), opened on the first
     ``next()``. The first reply must come within the client's timeout; later ones may take as long
-    as the token lives, or at most ``idle_timeout`` seconds when one is given (then ``Timeout``).
-    The stream ends by raising the typed error tokend ends it with: ``UnknownUser`` when the
-    credential is removed, ``ReauthenticationRequired`` when it needs a new login;
-    ``DaemonUnavailable`` when the daemon goes away. After that, or after ``close()`` (also from
+    as the token lives, or at most ``idle_timeout`` seconds when one is given (then ``DaemonTimeoutError``).
+    The stream ends by raising the typed error tokend ends it with: ``UnknownUserError`` when the
+    credential is removed, ``ReauthenticationRequiredError`` when it needs a new login;
+    ``DaemonUnavailableError`` when the daemon goes away. After that, or after ``close()`` (also from
     another thread, or by leaving a ``with`` block), iteration stops.
     """
 
-    _connection: Optional[_Connection]
+    _connection: _Connection | None
 
-    def __init__(self, client: Client, user: str, idle_timeout: Optional[Seconds] = None) -> None:
+    def __init__(self, client: Client, user: str, idle_timeout: Seconds | None = None) -> None:
         super().__init__(client, user, idle_timeout)
         self._lock = threading.Lock()
 
-    def __iter__(self) -> "Watch":
+    def __iter__(self) -> Watch:
         return self
 
     def __next__(self) -> Credentials:
@@ -334,8 +334,8 @@ class Watch(WatchBase, Closing):
             if self._finished:
                 raise StopIteration
             with self._ending(StopIteration):
-                deadline: Optional[float]
-                timeout: Optional[float]
+                deadline: float | None
+                timeout: float | None
                 if not self._started:
                     self._started = True
                     timeout = self._client.timeout

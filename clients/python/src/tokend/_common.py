@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optional, Type, TypeVar, Union
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, NoReturn, TypeVar
 
-from ._errors import InvalidParameter, ProtocolError, QuotaExceeded, TokendError
+from ._errors import InvalidParameterError, ProtocolError, QuotaExceededError, TokendError
+from ._readers import ReaderError, parse_reader
 from ._types import Credentials
 from ._wire import decode_reply, encode_call, lost_error, method_name, socket_path
 
-Seconds = Union[int, float, _dt.timedelta]
+Seconds = int | float | _dt.timedelta
 
 #: Calls that change nothing in the daemon, so sending one again after a connection died before
 #: its reply is harmless. (Writes are never sent twice: they may have been committed.)
@@ -44,23 +46,23 @@ class Call:
     ``take``-ing replies until ``done``. Leaving the block by an exception drops the connection,
     unless the exception is an error reply (the connection stays in step); a lost connection
     ends the block quietly when the call may go once more (then ``done`` is false), and raises
-    ``DaemonUnavailable`` otherwise.
+    ``DaemonUnavailableError`` otherwise.
     """
 
-    def __init__(self, path: str, method: str, parameters: Optional[Mapping[str, Any]], more: bool = False) -> None:
+    def __init__(self, path: str, method: str, parameters: Mapping[str, Any] | None, more: bool = False) -> None:
         self.socket_path = path
         self.method = method_name(method)
         self.parameters = dict(parameters or {})
         self.more = more
         self.data = encode_call(self.method, self.parameters, more=more)
-        self.replies: List[Dict[str, Any]] = []
+        self.replies: list[dict[str, Any]] = []
         self.done = False
         self._attempts = 0
         self._reused = False
         self._sent = False
         self._drop: Callable[[], None] = lambda: None
 
-    def attempt(self, reused: bool, drop: Callable[[], None]) -> "Call":
+    def attempt(self, reused: bool, drop: Callable[[], None]) -> Call:
         """A new attempt on a connection: an idle one (``reused``) or a new one; ``drop`` closes it."""
         self._attempts += 1
         self._reused = reused
@@ -73,7 +75,7 @@ class Call:
         """The message left: from now on it may have reached the daemon."""
         self._sent = True
 
-    def send_failed(self, lost: "Lost", waiting: Optional[bytes]) -> NoReturn:
+    def send_failed(self, lost: Lost, waiting: bytes | None) -> NoReturn:
         """The message could not be sent (``lost``); ``waiting`` is a whole message the daemon had
         already sent on the connection, if any. An error reply waiting there is the answer (see
         ``raise_waiting_error``): it is raised and the broken connection dropped. Otherwise
@@ -93,14 +95,14 @@ class Call:
         elif not self.more:
             raise ProtocolError("tokend answered %s with a stream" % self.method, method=self.method)
 
-    def __enter__(self) -> "Call":
+    def __enter__(self) -> Call:
         return self
 
-    def __exit__(self, kind: Any, error: Optional[BaseException], traceback: Any) -> bool:
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> bool:
         if error is None:
             return False
         if isinstance(error, TokendError) and error.error_name is not None:
-            if isinstance(error, QuotaExceeded):
+            if isinstance(error, QuotaExceededError):
                 # Maybe the refusal of the connection itself, which the daemon then closes: the
                 # next call opens a new one (it could not tell in time that this one is closed).
                 self._drop()
@@ -121,10 +123,10 @@ class Call:
         return not self._sent or (self._reused and not self.replies and self.method in IDEMPOTENT_METHODS)
 
 
-def raise_waiting_error(lost: Lost, waiting: Optional[bytes], method: str, parameters: Mapping[str, Any]) -> NoReturn:
+def raise_waiting_error(lost: Lost, waiting: bytes | None, method: str, parameters: Mapping[str, Any]) -> NoReturn:
     """Raises the typed error of ``waiting`` when it is an error reply, else ``lost``.
 
-    For a send that failed: a daemon that refuses a connection (``QuotaExceeded`` for a per-uid
+    For a send that failed: a daemon that refuses a connection (``QuotaExceededError`` for a per-uid
     connection limit) writes that error as the connection's only message and closes it, maybe
     before the call arrived. The error it left is the answer, not the broken connection.
     """
@@ -142,7 +144,7 @@ class ClientBase:
 
     _name = "Client"
 
-    def __init__(self, socket: Optional[str], timeout: Seconds) -> None:
+    def __init__(self, socket: str | None, timeout: Seconds) -> None:
         self.socket_path = socket_path(socket)
         self.timeout = positive_seconds(timeout, "timeout")
         self._connection: Any = None
@@ -169,7 +171,7 @@ class WatchBase:
 
     _name = "Watch"
 
-    def __init__(self, client: ClientBase, user: str, idle_timeout: Optional[Seconds] = None) -> None:
+    def __init__(self, client: ClientBase, user: str, idle_timeout: Seconds | None = None) -> None:
         self._client = client
         self._user = user
         self._idle_timeout = None if idle_timeout is None else positive_seconds(idle_timeout, "idle_timeout")
@@ -199,9 +201,9 @@ class WatchBase:
             self._finish()
         return credentials
 
-    def _ending(self, stop: Type[Exception]) -> "_Ending":
+    def _ending(self, stop: type[Exception]) -> _Ending:
         """Around reading the next item: any failure finishes the stream; a connection lost after
-        ``close()`` ends the iteration with ``stop``, one lost otherwise is ``DaemonUnavailable``."""
+        ``close()`` ends the iteration with ``stop``, one lost otherwise is ``DaemonUnavailableError``."""
         return _Ending(self, stop)
 
     def _finish(self) -> None:
@@ -212,14 +214,14 @@ class WatchBase:
 
 
 class _Ending:
-    def __init__(self, watch: WatchBase, stop: Type[Exception]) -> None:
+    def __init__(self, watch: WatchBase, stop: type[Exception]) -> None:
         self.watch = watch
         self.stop = stop
 
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: Any, error: Optional[BaseException], traceback: Any) -> bool:
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> Literal[False]:
         if error is None:
             return False
         watch = self.watch
@@ -279,28 +281,28 @@ def whole_seconds(value: Seconds, name: str) -> int:
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or math.isnan(value) or math.isinf(value):
         raise ValueError("%s must be a number of seconds >= 0" % name)
-    return int(math.ceil(value))
+    return math.ceil(value)
 
 
 def user_identifier(user: Any) -> str:
     if not isinstance(user, str) or not user:
-        raise InvalidParameter("the user identifier must be a non-empty string", parameters={"parameter": "userIdentifier"})
+        raise InvalidParameterError("the user identifier must be a non-empty string", parameters={"parameter": "userIdentifier"})
     return user
 
 
-def user_parameters(user: Any) -> Dict[str, Any]:
+def user_parameters(user: Any) -> dict[str, Any]:
     return {"userIdentifier": user_identifier(user)}
 
 
 def token_parameters(
     user: str,
     min_valid: Seconds,
-    rejected: Optional[str],
-    scope: Optional[str] = None,
-    resource: Optional[str] = None,
-) -> Dict[str, Any]:
+    rejected: str | None,
+    scope: str | None = None,
+    resource: str | None = None,
+) -> dict[str, Any]:
     if rejected is not None and not isinstance(rejected, str):
-        raise InvalidParameter("rejected must be the token (a string) an API refused", parameters={"parameter": "rejectedToken"})
+        raise InvalidParameterError("rejected must be the token (a string) an API refused", parameters={"parameter": "rejectedToken"})
     minimum = whole_seconds(min_valid, "min_valid")
     parameters = {
         "userIdentifier": user_identifier(user),
@@ -311,34 +313,34 @@ def token_parameters(
     return parameters
 
 
-def narrowing_parameters(scope: Optional[str], resource: Optional[str]) -> Dict[str, Any]:
+def narrowing_parameters(scope: str | None, resource: str | None) -> dict[str, Any]:
     """The ``scope`` and ``resource`` of a narrowed token, as sent (``None``: not asked for).
     tokend checks what they hold; here only that each is a non-empty string when given."""
     if scope is not None and (not isinstance(scope, str) or not scope):
-        raise InvalidParameter(
+        raise InvalidParameterError(
             "scope must be space-separated scope values (a non-empty string), such as 'read'",
             parameters={"parameter": "scope"},
         )
     if resource is not None and (not isinstance(resource, str) or not resource):
-        raise InvalidParameter(
+        raise InvalidParameterError(
             "resource must be the absolute URI (a non-empty string) of the API the token is for",
             parameters={"parameter": "resource"},
         )
     return {"scope": scope, "resource": resource}
 
 
-def narrowing_repr(scope: Optional[str], resource: Optional[str]) -> str:
+def narrowing_repr(scope: str | None, resource: str | None) -> str:
     """``", scope='read', resource='https://...'"`` for those given, for the repr of an auth."""
     return "".join(", %s=%r" % (name, value) for name, value in (("scope", scope), ("resource", resource)) if value is not None)
 
 
-def dpop_parameters(user: str, method: str, url: str, nonce: Optional[str], min_valid: Seconds) -> Dict[str, Any]:
+def dpop_parameters(user: str, method: str, url: str, nonce: str | None, min_valid: Seconds) -> dict[str, Any]:
     if not isinstance(method, str) or not method:
-        raise InvalidParameter("method must be the request's HTTP method, such as 'GET'", parameters={"parameter": "httpMethod"})
+        raise InvalidParameterError("method must be the request's HTTP method, such as 'GET'", parameters={"parameter": "httpMethod"})
     if not isinstance(url, str) or not url:
-        raise InvalidParameter("url must be the request's absolute URL (a string)", parameters={"parameter": "httpUri"})
+        raise InvalidParameterError("url must be the request's absolute URL (a string)", parameters={"parameter": "httpUri"})
     if nonce is not None and (not isinstance(nonce, str) or not nonce):
-        raise InvalidParameter("nonce must be the DPoP-Nonce (a string) the server sent", parameters={"parameter": "nonce"})
+        raise InvalidParameterError("nonce must be the DPoP-Nonce (a string) the server sent", parameters={"parameter": "nonce"})
     minimum = whole_seconds(min_valid, "min_valid")
     return {
         "userIdentifier": user_identifier(user),
@@ -353,15 +355,23 @@ def add_parameters(
     user: str,
     provider: str,
     access_token: str,
-    refresh_token: Optional[str],
-    token_type: Optional[str],
-    expires_in: Optional[int],
-    scope: Optional[str],
-    readers: Optional[Iterable[str]],
+    refresh_token: str | None,
+    token_type: str | None,
+    expires_in: int | None,
+    scope: str | None,
+    readers: Iterable[str] | None,
     replace: bool,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     if isinstance(readers, str):
-        raise InvalidParameter("readers must be a list such as ['uid:1000']", parameters={"parameter": "readers"})
+        raise InvalidParameterError("readers must be a list such as ['uid:1000']", parameters={"parameter": "readers"})
+    canonical = None
+    if readers is not None:
+        canonical = []
+        for reader in readers:
+            try:
+                canonical.append(parse_reader(reader))
+            except ReaderError as error:
+                raise InvalidParameterError("readers: %s" % error, parameters={"parameter": "readers"}) from None
     return {
         "userIdentifier": user_identifier(user),
         "provider": provider,
@@ -370,12 +380,12 @@ def add_parameters(
         "tokenType": token_type,
         "expiresIn": int(expires_in) if expires_in is not None else None,
         "scope": scope,
-        "readers": list(readers) if readers is not None else None,
+        "readers": canonical,
         "replace": True if replace else None,
     }
 
 
-def response_arguments(response: Mapping[str, Any]) -> Dict[str, Any]:
+def response_arguments(response: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments of ``add_credential`` from a token endpoint's JSON response."""
     return {
         "access_token": response.get("access_token"),

@@ -9,28 +9,47 @@ from __future__ import annotations
 
 import datetime as _dt
 import time as _time
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Type
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = [
-    "TokendError",
-    "UnknownUser",
-    "PermissionDenied",
-    "ReauthenticationRequired",
-    "RefreshFailed",
     "CredentialExists",
-    "UnknownProvider",
-    "InvalidCredential",
-    "StorageFailed",
-    "KeyRotationUnavailable",
-    "LoginFailed",
-    "UnknownLogin",
-    "QuotaExceeded",
-    "ProtocolError",
-    "InvalidParameter",
-    "MethodNotFound",
-    "ExpectedMore",
+    "CredentialExistsError",
+    "DaemonTimeoutError",
     "DaemonUnavailable",
+    "DaemonUnavailableError",
+    "ExpectedMore",
+    "ExpectedMoreError",
+    "InvalidCredential",
+    "InvalidCredentialError",
+    "InvalidParameter",
+    "InvalidParameterError",
+    "KeyRotationUnavailable",
+    "KeyRotationUnavailableError",
+    "LoginFailed",
+    "LoginFailedError",
+    "MethodNotFound",
+    "MethodNotFoundError",
+    "PermissionDenied",
+    "PermissionDeniedError",
+    "ProtocolError",
+    "QuotaExceeded",
+    "QuotaExceededError",
+    "ReauthenticationRequired",
+    "ReauthenticationRequiredError",
+    "RefreshFailed",
+    "RefreshFailedError",
+    "StorageFailed",
+    "StorageFailedError",
     "Timeout",
+    "TokendError",
+    "UnknownLogin",
+    "UnknownLoginError",
+    "UnknownProvider",
+    "UnknownProviderError",
+    # The names of earlier releases, kept as aliases of the classes above.
+    "UnknownUser",
+    "UnknownUserError",
 ]
 
 INTERFACE = "io.tokend.TokenProvider"
@@ -42,7 +61,7 @@ _MAX_TEXT = 300
 def _text_property(key: str) -> property:
     """The error's parameter ``key`` when it is a string, else None (as a read-only property)."""
 
-    def read(error: "TokendError") -> Optional[str]:
+    def read(error: TokendError) -> str | None:
         value = error.parameters.get(key)
         return value if isinstance(value, str) else None
 
@@ -63,14 +82,14 @@ class TokendError(Exception):
         self,
         message: str,
         *,
-        error_name: Optional[str] = None,
-        parameters: Optional[Mapping[str, Any]] = None,
-        method: Optional[str] = None,
+        error_name: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        method: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.error_name = error_name
-        self.parameters: Dict[str, Any] = dict(parameters or {})
+        self.parameters: dict[str, Any] = dict(parameters or {})
         self.method = method
 
     user_identifier = _text_property("userIdentifier")
@@ -81,54 +100,59 @@ class TokendError(Exception):
     def __repr__(self) -> str:
         return "%s(%r)" % (type(self).__name__, self.message)
 
-    def __reduce__(self):  # pickling keeps the keyword arguments
+    def __reduce__(self) -> tuple[Any, ...]:  # pickling keeps the keyword arguments
         return (
             _rebuild,
             (type(self), self.message, self.error_name, self.parameters, self.method),
         )
 
 
-def _rebuild(cls, message, error_name, parameters, method):
+def _rebuild(
+    cls: type[TokendError], message: str, error_name: str | None, parameters: dict[str, Any], method: str | None
+) -> TokendError:
     error = cls.__new__(cls)
     TokendError.__init__(error, message, error_name=error_name, parameters=parameters, method=method)
     return error
 
 
-class UnknownUser(TokendError):
+class UnknownUserError(TokendError):
     """tokend has no credential for the user identifier (or it was removed)."""
 
 
-class PermissionDenied(TokendError):
-    """The caller may not make this call or read this credential, or may not open the socket."""
+class PermissionDeniedError(TokendError, PermissionError):
+    """The caller may not make this call or read this credential, or may not open the socket.
+
+    Also a ``PermissionError``, so ``except PermissionError`` catches it.
+    """
 
 
-class ReauthenticationRequired(TokendError):
+class ReauthenticationRequiredError(TokendError):
     """The login has ended; only a new login (a new credential) helps. ``reason`` says why."""
 
     reason = _text_property("reason")
 
 
-class RefreshFailed(TokendError):
+class RefreshFailedError(TokendError):
     """No fresh enough token now. ``reason`` says why, ``retry_at`` (UTC) when tokend tries again."""
 
     reason = _text_property("reason")
 
     @property
-    def retry_at(self) -> Optional[_dt.datetime]:
+    def retry_at(self) -> _dt.datetime | None:
         return _timestamp(self.parameters.get("retryAt"))
 
 
-class CredentialExists(TokendError):
+class CredentialExistsError(TokendError):
     """``add_credential`` without ``replace`` for a user that already has a credential."""
 
 
-class UnknownProvider(TokendError):
+class UnknownProviderError(TokendError):
     """The provider named in ``add_credential`` is not configured."""
 
     provider = _text_property("provider")
 
 
-class InvalidCredential(TokendError):
+class InvalidCredentialError(TokendError):
     """tokend refused the token response given to ``add_credential``, ``dpop_proof`` was asked
     for a credential whose tokens are not DPoP-bound, or ``token`` for a narrowed token the
     credential cannot have (a scope wider than its own, a provider without narrowed tokens)."""
@@ -136,28 +160,28 @@ class InvalidCredential(TokendError):
     reason = _text_property("reason")
 
 
-class StorageFailed(TokendError):
+class StorageFailedError(TokendError):
     """tokend's credential store failed."""
 
     reason = _text_property("reason")
 
 
-class KeyRotationUnavailable(TokendError):
+class KeyRotationUnavailableError(TokendError):
     """``RotateKey`` cannot run (the key is read-only)."""
 
 
-class LoginFailed(TokendError):
+class LoginFailedError(TokendError):
     """A login produced no credential; ``oauth_error`` is the provider's error code, if any."""
 
     reason = _text_property("reason")
     oauth_error = _text_property("oauthError")
 
 
-class UnknownLogin(TokendError):
+class UnknownLoginError(TokendError):
     """No login with that id is waiting for this caller."""
 
 
-class QuotaExceeded(TokendError):
+class QuotaExceededError(TokendError):
     """A per-uid limit of the daemon refused the call, or the connection itself.
 
     ``quota`` names the limit: ``connections`` (the daemon is full for non-administrators),
@@ -169,7 +193,7 @@ class QuotaExceeded(TokendError):
     user = _text_property("userIdentifier")
 
     @property
-    def limit(self) -> Optional[int]:
+    def limit(self) -> int | None:
         value = self.parameters.get("limit")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -178,72 +202,97 @@ class ProtocolError(TokendError):
     """The daemon sent something that is not a valid reply, or an error this client does not know."""
 
 
-class InvalidParameter(ProtocolError):
+class InvalidParameterError(ProtocolError):
     """``org.varlink.service.InvalidParameter``: a parameter was missing, mistyped or invalid."""
 
     parameter = _text_property("parameter")
 
 
-class MethodNotFound(ProtocolError):
+class MethodNotFoundError(ProtocolError):
     """The daemon does not know the method or interface."""
 
 
-class ExpectedMore(ProtocolError):
+class ExpectedMoreError(ProtocolError):
     """The method must be called with ``more`` (a stream)."""
 
 
-class DaemonUnavailable(TokendError):
+class DaemonUnavailableError(TokendError):
     """tokend is not running at the socket, refused the connection, or the connection was lost.
 
     ``socket_path`` is the socket that was tried; the message names it too.
     """
 
-    def __init__(self, message: str, *, socket_path: Optional[str] = None, method: Optional[str] = None) -> None:
+    def __init__(self, message: str, *, socket_path: str | None = None, method: str | None = None) -> None:
         super().__init__(message, method=method)
         self.socket_path = socket_path
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_unavailable, (type(self), self.message, self.socket_path, self.method))
 
 
-def _rebuild_unavailable(cls, message, socket_path, method):
+def _rebuild_unavailable(
+    cls: type[DaemonUnavailableError], message: str, socket_path: str | None, method: str | None
+) -> DaemonUnavailableError:
     return cls(message, socket_path=socket_path, method=method)
 
 
-class Timeout(TokendError):
-    """tokend did not answer within the call's timeout. The connection is closed afterwards."""
+class DaemonTimeoutError(TokendError, TimeoutError):
+    """tokend did not answer within the call's timeout. The connection is closed afterwards.
+
+    Also a ``TimeoutError``, so ``except TimeoutError`` catches it.
+    """
 
 
-_BY_NAME: Dict[str, Type[TokendError]] = {
-    INTERFACE + ".UnknownUser": UnknownUser,
-    INTERFACE + ".PermissionDenied": PermissionDenied,
-    INTERFACE + ".ReauthenticationRequired": ReauthenticationRequired,
-    INTERFACE + ".RefreshFailed": RefreshFailed,
-    INTERFACE + ".CredentialExists": CredentialExists,
-    INTERFACE + ".UnknownProvider": UnknownProvider,
-    INTERFACE + ".InvalidCredential": InvalidCredential,
-    INTERFACE + ".StorageFailed": StorageFailed,
-    INTERFACE + ".KeyRotationUnavailable": KeyRotationUnavailable,
-    INTERFACE + ".LoginFailed": LoginFailed,
-    INTERFACE + ".UnknownLogin": UnknownLogin,
-    INTERFACE + ".QuotaExceeded": QuotaExceeded,
+# The names of earlier releases (without the ``Error`` suffix), kept so existing code runs.
+UnknownUser = UnknownUserError
+PermissionDenied = PermissionDeniedError
+ReauthenticationRequired = ReauthenticationRequiredError
+RefreshFailed = RefreshFailedError
+CredentialExists = CredentialExistsError
+UnknownProvider = UnknownProviderError
+InvalidCredential = InvalidCredentialError
+StorageFailed = StorageFailedError
+KeyRotationUnavailable = KeyRotationUnavailableError
+LoginFailed = LoginFailedError
+UnknownLogin = UnknownLoginError
+QuotaExceeded = QuotaExceededError
+InvalidParameter = InvalidParameterError
+MethodNotFound = MethodNotFoundError
+ExpectedMore = ExpectedMoreError
+DaemonUnavailable = DaemonUnavailableError
+Timeout = DaemonTimeoutError
+
+
+_BY_NAME: dict[str, type[TokendError]] = {
+    INTERFACE + ".UnknownUser": UnknownUserError,
+    INTERFACE + ".PermissionDenied": PermissionDeniedError,
+    INTERFACE + ".ReauthenticationRequired": ReauthenticationRequiredError,
+    INTERFACE + ".RefreshFailed": RefreshFailedError,
+    INTERFACE + ".CredentialExists": CredentialExistsError,
+    INTERFACE + ".UnknownProvider": UnknownProviderError,
+    INTERFACE + ".InvalidCredential": InvalidCredentialError,
+    INTERFACE + ".StorageFailed": StorageFailedError,
+    INTERFACE + ".KeyRotationUnavailable": KeyRotationUnavailableError,
+    INTERFACE + ".LoginFailed": LoginFailedError,
+    INTERFACE + ".UnknownLogin": UnknownLoginError,
+    INTERFACE + ".QuotaExceeded": QuotaExceededError,
     # The daemon could not read our message: a client/daemon mismatch.
     INTERFACE + ".InvalidMessage": ProtocolError,
-    "org.varlink.service.InvalidParameter": InvalidParameter,
-    "org.varlink.service.MethodNotFound": MethodNotFound,
-    "org.varlink.service.MethodNotImplemented": MethodNotFound,
-    "org.varlink.service.InterfaceNotFound": MethodNotFound,
-    "org.varlink.service.ExpectedMore": ExpectedMore,
-    "org.varlink.service.PermissionDenied": PermissionDenied,
+    "org.varlink.service.InvalidParameter": InvalidParameterError,
+    "org.varlink.service.MethodNotFound": MethodNotFoundError,
+    "org.varlink.service.MethodNotImplemented": MethodNotFoundError,
+    "org.varlink.service.InterfaceNotFound": MethodNotFoundError,
+    "org.varlink.service.ExpectedMore": ExpectedMoreError,
+    "org.varlink.service.PermissionDenied": PermissionDeniedError,
 }
 
 
-def exception_class(error_name: str) -> Type[TokendError]:
+def exception_class(error_name: str) -> type[TokendError]:
     """The exception class for a Varlink error name; ``ProtocolError`` for names not known."""
     return _BY_NAME.get(error_name, ProtocolError)
 
 
-def secrets_of(parameters: Mapping[str, Any]) -> List[str]:
+def secrets_of(parameters: Mapping[str, Any]) -> list[str]:
     """The values of a call's parameters that are secrets."""
     return [
         value
@@ -263,7 +312,7 @@ def display(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def redact(value: Any, secrets: List[str]) -> Any:
+def redact(value: Any, secrets: list[str]) -> Any:
     """``value`` with every string that contains a secret replaced, at any depth."""
     if not secrets:
         return value
@@ -291,7 +340,7 @@ def error_from_reply(
     name = error_name if isinstance(error_name, str) else repr(error_name)
     cls = exception_class(name)
 
-    def text(key: str) -> Optional[str]:
+    def text(key: str) -> str | None:
         value = parameters.get(key)
         return display(value, secrets) if isinstance(value, str) else None
 
@@ -303,51 +352,51 @@ def error_from_reply(
     reason_part = ": " + reason if reason else ""
     shown_method = display(method, secrets)
 
-    if cls is UnknownUser:
+    if cls is UnknownUserError:
         message = "tokend has no credential for %s" % user_phrase
-    elif cls is PermissionDenied:
+    elif cls is PermissionDeniedError:
         if user is not None:
             message = "permission denied: tokend does not let this caller use the credential of %s" % user_phrase
         else:
             message = "permission denied: tokend does not let this caller call %s" % shown_method
-    elif cls is ReauthenticationRequired:
+    elif cls is ReauthenticationRequiredError:
         message = "the login of %s has ended and needs a new login%s" % (user_phrase, reason_part)
-    elif cls is RefreshFailed:
+    elif cls is RefreshFailedError:
         message = "tokend could not get a fresh enough token for %s%s" % (user_phrase, reason_part)
         retry_at = parameters.get("retryAt")
         if isinstance(retry_at, (int, float)) and not isinstance(retry_at, bool):
             wait = int(retry_at - _time.time())
             message += " (next attempt in %ds)" % wait if wait > 0 else " (next attempt now)"
-    elif cls is CredentialExists:
+    elif cls is CredentialExistsError:
         message = "tokend already has a credential for %s" % user_phrase
-    elif cls is UnknownProvider:
+    elif cls is UnknownProviderError:
         provider = text("provider")
         if provider is None and isinstance(call_parameters.get("provider"), str):
             provider = display(call_parameters["provider"], secrets)
         message = "tokend has no provider named %r" % (provider if provider is not None else "?")
-    elif cls is InvalidCredential:
+    elif cls is InvalidCredentialError:
         message = "tokend refused the credential%s" % reason_part
-    elif cls is StorageFailed:
+    elif cls is StorageFailedError:
         message = "tokend's credential store failed%s" % reason_part
-    elif cls is KeyRotationUnavailable:
+    elif cls is KeyRotationUnavailableError:
         message = "tokend cannot rotate its key%s" % reason_part
-    elif cls is LoginFailed:
+    elif cls is LoginFailedError:
         message = "the login of %s failed%s" % (user_phrase, reason_part)
-    elif cls is UnknownLogin:
+    elif cls is UnknownLoginError:
         message = "tokend has no login in progress with that id for this caller"
-    elif cls is QuotaExceeded:
+    elif cls is QuotaExceededError:
         limit = parameters.get("limit")
         limit_part = " (%d)" % limit if isinstance(limit, int) and not isinstance(limit, bool) else ""
         message = "tokend refused %s: the quota %s%s is reached" % (shown_method, text("quota") or "?", limit_part)
-    elif cls is InvalidParameter:
+    elif cls is InvalidParameterError:
         message = "tokend refused parameter %r of %s" % (text("parameter") or "?", shown_method)
-    elif cls is MethodNotFound:
+    elif cls is MethodNotFoundError:
         interface = text("interface")
         if interface is not None:
             message = "tokend does not provide interface %s" % interface
         else:
             message = "tokend does not implement %s" % (text("method") or shown_method)
-    elif cls is ExpectedMore:
+    elif cls is ExpectedMoreError:
         message = "tokend expects %s to be called with 'more'" % shown_method
     elif name == INTERFACE + ".InvalidMessage":
         message = "tokend could not read the call to %s%s" % (shown_method, reason_part)
@@ -356,10 +405,10 @@ def error_from_reply(
     return cls(message, error_name=name, parameters=parameters, method=method)
 
 
-def _timestamp(value: Any) -> Optional[_dt.datetime]:
+def _timestamp(value: Any) -> _dt.datetime | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
-        return _dt.datetime.fromtimestamp(value, tz=_dt.timezone.utc)
+        return _dt.datetime.fromtimestamp(value, tz=_dt.UTC)
     except (OverflowError, OSError, ValueError):
         return None

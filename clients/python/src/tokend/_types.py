@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ._errors import ProtocolError
 
-__all__ = ["Credentials", "DPoPProof", "CredentialStatus", "DaemonStatus", "Status"]
+__all__ = ["CredentialStatus", "Credentials", "DPoPProof", "DaemonStatus", "Status"]
 
 _T = TypeVar("_T")
 
@@ -26,8 +27,8 @@ class Credentials:
     token_type: str
     #: When tokend stops serving this token (UTC).
     expires_at: _dt.datetime
-    issued_at: Optional[_dt.datetime] = None
-    scope: Optional[str] = None
+    issued_at: _dt.datetime | None = None
+    scope: str | None = None
 
     def authorization_header(self) -> str:
         """The value of an HTTP ``Authorization`` header: ``"<token_type> <access_token>"``.
@@ -40,13 +41,13 @@ class Credentials:
             token_type = "Bearer"
         return "%s %s" % (token_type, self.access_token)
 
-    def expires_in(self, now: Optional[_dt.datetime] = None) -> float:
+    def expires_in(self, now: _dt.datetime | None = None) -> float:
         """Seconds until ``expires_at`` (negative once it has passed)."""
-        now = now or _dt.datetime.now(_dt.timezone.utc)
+        now = now or _dt.datetime.now(_dt.UTC)
         return (self.expires_at - now).total_seconds()
 
     @classmethod
-    def from_wire(cls, value: Any) -> "Credentials":
+    def from_wire(cls, value: Any) -> Credentials:
         """Credentials from the ``credentials`` object of a reply; ``ProtocolError`` if malformed."""
         return _from_wire(cls, value, "credentials", "tokend's reply has no credentials object")
 
@@ -65,13 +66,13 @@ class DPoPProof:
     proof: str = dataclasses.field(repr=False)
 
     @property
-    def headers(self) -> Dict[str, str]:
+    def headers(self) -> dict[str, str]:
         """The HTTP headers of the request: ``Authorization: DPoP <access_token>`` and
         ``DPoP: <proof>`` (a new dict each time)."""
         return {"Authorization": "DPoP %s" % self.credentials.access_token, "DPoP": self.proof}
 
     @classmethod
-    def from_wire(cls, parameters: Mapping[str, Any]) -> "DPoPProof":
+    def from_wire(cls, parameters: Mapping[str, Any]) -> DPoPProof:
         """The proof of a ``ProvideDPoPProof`` reply's parameters; ``ProtocolError`` if malformed."""
         credentials = Credentials.from_wire(parameters.get("credentials"))
         proof = parameters.get("proof")
@@ -92,18 +93,18 @@ class CredentialStatus:
     issued_at: _dt.datetime
     session_started_at: _dt.datetime
     refresh_count: int
-    readers: Tuple[str, ...]
+    readers: tuple[str, ...]
     enrolled_by_uid: int
-    session_ends_at: Optional[_dt.datetime] = None
-    next_refresh_at: Optional[_dt.datetime] = None
-    last_refresh_at: Optional[_dt.datetime] = None
-    last_error: Optional[str] = None
-    lease_holder: Optional[str] = None
-    lease_expires_at: Optional[_dt.datetime] = None
-    shorter_than_margin: Optional[bool] = None
+    session_ends_at: _dt.datetime | None = None
+    next_refresh_at: _dt.datetime | None = None
+    last_refresh_at: _dt.datetime | None = None
+    last_error: str | None = None
+    lease_holder: str | None = None
+    lease_expires_at: _dt.datetime | None = None
+    shorter_than_margin: bool | None = None
 
     @classmethod
-    def from_wire(cls, value: Any) -> "CredentialStatus":
+    def from_wire(cls, value: Any) -> CredentialStatus:
         where = "credential status"
         if isinstance(value, dict):
             _names(value, "readers", where)  # a bad readers list is reported before other fields
@@ -122,14 +123,14 @@ class DaemonStatus:
     retrying: int
     reauthentication_required: int
     expired: int
-    next_refresh_at: Optional[_dt.datetime] = None
-    store: Optional[str] = None
-    store_problem: Optional[str] = None
-    node: Optional[str] = None
-    nodes: Optional[Tuple[str, ...]] = None
+    next_refresh_at: _dt.datetime | None = None
+    store: str | None = None
+    store_problem: str | None = None
+    node: str | None = None
+    nodes: tuple[str, ...] | None = None
 
     @classmethod
-    def from_wire(cls, value: Any) -> "DaemonStatus":
+    def from_wire(cls, value: Any) -> DaemonStatus:
         return _from_wire(cls, value, "daemon status", "tokend's reply has a daemon status that is not an object")
 
 
@@ -137,11 +138,11 @@ class DaemonStatus:
 class Status:
     """The reply of ``Status``: the daemon (when reported) and the credentials the caller may see."""
 
-    daemon: Optional[DaemonStatus]
-    credentials: List[CredentialStatus]
+    daemon: DaemonStatus | None
+    credentials: list[CredentialStatus]
 
     @classmethod
-    def from_wire(cls, parameters: Mapping[str, Any]) -> "Status":
+    def from_wire(cls, parameters: Mapping[str, Any]) -> Status:
         daemon = parameters.get("daemon")
         credentials = parameters.get("credentials")
         if not isinstance(credentials, list):
@@ -153,7 +154,7 @@ class Status:
 
 
     @classmethod
-    def from_replies(cls, replies: List[Mapping[str, Any]]) -> "Status":
+    def from_replies(cls, replies: Sequence[Mapping[str, Any]]) -> Status:
         """The replies of ``Status`` called with ``more``: the daemon in the first, credentials
         in batches."""
         if not replies:
@@ -165,7 +166,7 @@ class Status:
         return cls(daemon=first.daemon, credentials=credentials)
 
 
-def _from_wire(cls: Type[_T], value: Any, where: str, not_an_object: str) -> _T:
+def _from_wire(cls: type[_T], value: Any, where: str, not_an_object: str) -> _T:
     """The dataclass ``cls`` from a reply's object: each field ``snake_name`` from the key
     ``snakeName``, read as its annotation says (see ``_READERS``), in the order of the fields.
     ``ProtocolError`` when a field is malformed, or ``not_an_object`` when ``value`` is no object."""
@@ -186,7 +187,7 @@ def _string(value: Mapping[str, Any], key: str, where: str) -> str:
     return item
 
 
-def _optional_string(value: Mapping[str, Any], key: str, where: str) -> Optional[str]:
+def _optional_string(value: Mapping[str, Any], key: str, where: str) -> str | None:
     item = value.get(key)
     if item is None:
         return None
@@ -205,30 +206,30 @@ def _integer(value: Mapping[str, Any], key: str, where: str) -> int:
 def _time(value: Mapping[str, Any], key: str, where: str) -> _dt.datetime:
     seconds = _integer(value, key, where)
     try:
-        return _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc)
+        return _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC)
     except (OverflowError, OSError, ValueError):
         raise ProtocolError("tokend's reply has a %s whose %r is out of range" % (where, key)) from None
 
 
-def _optional_time(value: Mapping[str, Any], key: str, where: str) -> Optional[_dt.datetime]:
+def _optional_time(value: Mapping[str, Any], key: str, where: str) -> _dt.datetime | None:
     if value.get(key) is None:
         return None
     return _time(value, key, where)
 
 
-def _names(value: Mapping[str, Any], key: str, where: str) -> Tuple[str, ...]:
+def _names(value: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     items = value.get(key)
     if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
         raise ProtocolError("tokend's reply has a %s without a %s list" % (where, key))
     return tuple(items)
 
 
-def _optional_names(value: Mapping[str, Any], key: str, where: str) -> Optional[Tuple[str, ...]]:
+def _optional_names(value: Mapping[str, Any], key: str, where: str) -> tuple[str, ...] | None:
     items = value.get(key)
     return tuple(item for item in items if isinstance(item, str)) if isinstance(items, list) else None
 
 
-def _optional_flag(value: Mapping[str, Any], key: str, where: str) -> Optional[bool]:
+def _optional_flag(value: Mapping[str, Any], key: str, where: str) -> bool | None:
     item = value.get(key)
     return item if isinstance(item, bool) else None
 
@@ -236,13 +237,13 @@ def _optional_flag(value: Mapping[str, Any], key: str, where: str) -> Optional[b
 #: How a field is read, by its annotation (a string: ``from __future__ import annotations``).
 #: Required fields must be there with their type; optional ones may be missing or null (lists
 #: and flags that are not what they should be count as missing).
-_READERS: Dict[str, Callable[[Mapping[str, Any], str, str], Any]] = {
+_READERS: dict[str, Callable[[Mapping[str, Any], str, str], Any]] = {
     "str": _string,
-    "Optional[str]": _optional_string,
+    "str | None": _optional_string,
     "int": _integer,
     "_dt.datetime": _time,
-    "Optional[_dt.datetime]": _optional_time,
-    "Tuple[str, ...]": _names,
-    "Optional[Tuple[str, ...]]": _optional_names,
-    "Optional[bool]": _optional_flag,
+    "_dt.datetime | None": _optional_time,
+    "tuple[str, ...]": _names,
+    "tuple[str, ...] | None": _optional_names,
+    "bool | None": _optional_flag,
 }

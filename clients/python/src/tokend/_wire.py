@@ -5,11 +5,12 @@ from __future__ import annotations
 import errno
 import json
 import os
-from typing import Any, Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 from ._errors import (
-    DaemonUnavailable,
-    PermissionDenied,
+    DaemonUnavailableError,
+    PermissionDeniedError,
     ProtocolError,
     TokendError,
     error_from_reply,
@@ -26,7 +27,7 @@ MAX_MESSAGE_BYTES = 1 << 20
 DEFAULT_TIMEOUT = 10.0
 
 
-def socket_path(explicit: Optional[str] = None) -> str:
+def socket_path(explicit: str | None = None) -> str:
     """``explicit`` if given, else ``$TOKEND_SOCKET`` when set and not empty, else the default."""
     if explicit:
         return os.fspath(explicit)
@@ -43,7 +44,7 @@ def method_name(method: str) -> str:
 
 def encode_call(method: str, parameters: Mapping[str, Any], more: bool = False) -> bytes:
     """One call as it goes on the wire. ``None`` parameters are left out."""
-    message: Dict[str, Any] = {
+    message: dict[str, Any] = {
         "method": method,
         "parameters": {key: value for key, value in parameters.items() if value is not None},
     }
@@ -54,7 +55,7 @@ def encode_call(method: str, parameters: Mapping[str, Any], more: bool = False) 
 
 def decode_reply(
     raw: bytes, method: str, call_parameters: Mapping[str, Any]
-) -> Tuple[Dict[str, Any], bool]:
+) -> tuple[dict[str, Any], bool]:
     """The parameters of a reply and whether more replies follow (``continues``).
 
     Raises the typed ``TokendError`` for an error reply and ``ProtocolError`` for anything that
@@ -79,41 +80,41 @@ def decode_reply(
     return parameters, continues
 
 
-def connect_error(path: str, error: OSError, method: Optional[str] = None) -> TokendError:
+def connect_error(path: str, error: OSError, method: str | None = None) -> TokendError:
     """The exception for a failed ``connect()`` to ``path``."""
     if isinstance(error, FileNotFoundError) or error.errno == errno.ENOENT:
-        return DaemonUnavailable(
+        return DaemonUnavailableError(
             "tokend is not running: no socket at %s (set $%s or pass socket=)"
             % (path, SOCKET_ENVIRONMENT_VARIABLE),
             socket_path=path,
             method=method,
         )
     if isinstance(error, PermissionError) or error.errno in (errno.EACCES, errno.EPERM):
-        return PermissionDenied(
+        return PermissionDeniedError(
             "permission denied: this process may not connect to tokend's socket %s" % path,
             method=method,
         )
     if isinstance(error, ConnectionRefusedError) or error.errno == errno.ECONNREFUSED:
-        return DaemonUnavailable(
+        return DaemonUnavailableError(
             "tokend is not running: the socket %s refused the connection" % path,
             socket_path=path,
             method=method,
         )
-    return DaemonUnavailable(
+    return DaemonUnavailableError(
         "cannot connect to tokend at %s: %s" % (path, error.strerror or str(error) or type(error).__name__),
         socket_path=path,
         method=method,
     )
 
 
-def lost_error(path: str, method: Optional[str], detail: str = "") -> DaemonUnavailable:
+def lost_error(path: str, method: str | None, detail: str = "") -> DaemonUnavailableError:
     """The exception for a connection that tokend closed or reset."""
     text = "the connection to tokend at %s was lost" % path
     if method:
         text += " during %s" % method
     if detail:
         text += " (%s)" % detail
-    return DaemonUnavailable(text, socket_path=path, method=method)
+    return DaemonUnavailableError(text, socket_path=path, method=method)
 
 
 def too_large_error(method: str) -> ProtocolError:

@@ -27,7 +27,7 @@ This module imports ``httpx``; ``import tokend`` alone does not.
 
 from __future__ import annotations
 
-from typing import AsyncGenerator, Generator, Optional
+from collections.abc import AsyncGenerator, Generator
 
 import httpx
 
@@ -60,12 +60,12 @@ class TokendAuth(httpx.Auth):
     def __init__(
         self,
         user: str,
-        client: Optional[Client] = None,
-        async_client: Optional[AsyncClient] = None,
+        client: Client | None = None,
+        async_client: AsyncClient | None = None,
         min_valid: Seconds = 30,
         *,
-        scope: Optional[str] = None,
-        resource: Optional[str] = None,
+        scope: str | None = None,
+        resource: str | None = None,
     ) -> None:
         narrowing_parameters(scope, resource)  # refused now rather than at the first request
         self.user = user
@@ -134,7 +134,7 @@ def _replayable(request: httpx.Request) -> bool:
     """Whether the body is in memory (httpx reads ``bytes``, ``data=`` and ``json=`` bodies at
     once; streams stay unread), so that it can be sent again."""
     try:
-        request.content
+        _ = request.content
     except httpx.RequestNotRead:
         return False
     return True

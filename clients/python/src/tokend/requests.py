@@ -21,15 +21,15 @@ data, or a file object that can ``seek()`` back (it is rewound). A body that is 
 another one-shot stream is not retried: the 401 is returned. So is a 401 from another origin a
 redirect led to (``requests`` drops the ``Authorization`` header there): no token goes to it.
 When tokend has no new token (it answers with the token that was refused), the 401 is returned
-too. Errors from tokend (``UnknownUser``, ``RefreshFailed``, ``ReauthenticationRequired``,
-``DaemonUnavailable``…) are raised from the ``requests`` call.
+too. Errors from tokend (``UnknownUserError``, ``RefreshFailedError``, ``ReauthenticationRequiredError``,
+``DaemonUnavailableError``…) are raised from the ``requests`` call.
 
 This module imports ``requests``; ``import tokend`` alone does not.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import requests
 from requests.auth import AuthBase
@@ -58,11 +58,11 @@ class TokendAuth(AuthBase):
     def __init__(
         self,
         user: str,
-        client: Optional[Client] = None,
+        client: Client | None = None,
         min_valid: Seconds = 30,
         *,
-        scope: Optional[str] = None,
-        resource: Optional[str] = None,
+        scope: str | None = None,
+        resource: str | None = None,
     ) -> None:
         narrowing_parameters(scope, resource)  # refused now rather than at the first request
         self.user = user
@@ -145,16 +145,18 @@ class _RetryOnUnauthorized:
         if credentials.access_token == self.sent_token:
             return response  # tokend has nothing newer: sending the same token again is pointless
         if self.body_position is not None:
-            request.body.seek(self.body_position)
+            body: Any = request.body  # a file body: _body_position found its seek and tell
+            body.seek(self.body_position)
         # Read and release the 401 so that its connection can carry the retry.
         response.content  # noqa: B018
         response.close()
         retry = request.copy()
         # The retry is a new request: it must not come back through this hook.
         retry.hooks = {"response": [hook for hook in request.hooks.get("response", []) if hook is not self]}
-        if getattr(retry, "_cookies", None) is not None:
-            extract_cookies_to_jar(retry._cookies, request, response.raw)
-            retry.prepare_cookies(retry._cookies)
+        cookies = getattr(retry, "_cookies", None)
+        if cookies is not None:
+            extract_cookies_to_jar(cookies, request, response.raw)
+            retry.prepare_cookies(cookies)
         retry.headers["Authorization"] = credentials.authorization_header()
         retried = response.connection.send(retry, **kwargs)
         retried.history.append(response)

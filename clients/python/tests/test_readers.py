@@ -1,0 +1,51 @@
+"""The reader grammar against Tests/Fixtures/reader-grammar.json, the table the daemon's (Swift)
+and the Go client's tests read too: a case on which the languages disagree fails here or there."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from helpers import PROVIDER
+
+import tokend
+
+FIXTURE = Path(__file__).resolve().parents[3] / "Tests" / "Fixtures" / "reader-grammar.json"
+CASES = json.loads(FIXTURE.read_text(encoding="utf-8"))["cases"]
+
+
+def test_the_fixture_has_every_kind_and_every_problem():
+    assert len(CASES) >= 40
+    assert {case["reader"].partition(":")[0] for case in CASES if "reader" in case} == {"uid", "gid", "user", "group"}
+    assert {case["error"] for case in CASES if "error" in case} == {"no-kind", "unknown-kind", "invalid-id", "invalid-name"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[repr(case["text"])[:40] for case in CASES])
+def test_parse_reader_agrees_with_the_fixture(case):
+    if "reader" in case:
+        assert tokend.parse_reader(case["text"]) == case["reader"]
+        assert tokend.parse_reader(case["reader"]) == case["reader"]
+    else:
+        with pytest.raises(tokend.ReaderError) as raised:
+            tokend.parse_reader(case["text"])
+        assert raised.value.problem == case["error"]
+        assert isinstance(raised.value, ValueError)
+        assert "\n" not in str(raised.value) and str(raised.value).startswith("reader '")
+
+
+def test_add_credential_refuses_a_bad_reader_before_sending():
+    client = tokend.Client("/nonexistent/tokend.socket")  # never connected: the refusal is local
+    with pytest.raises(tokend.InvalidParameterError) as raised:
+        client.add_credential("alice", "idp", access_token="x", readers=["uid:1000", "gid:-1"])
+    assert raised.value.parameter == "readers"
+    assert "gid:-1" in str(raised.value)
+
+
+def test_the_daemon_stores_the_canonical_readers(client, user, pool):
+    """gid: readers go through (tokenctl once refused them); uid:0042 is sent and stored as uid:42."""
+    gid = os.getgid()
+    client.add_token_response(user, PROVIDER, pool.take(), readers=["gid:%d" % gid, "uid:0042"])
+    assert client.status(user).credentials[0].readers == ("gid:%d" % gid, "uid:42")
+    assert client.token(user).access_token  # this process holds the group
