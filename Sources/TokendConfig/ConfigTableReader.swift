@@ -72,6 +72,23 @@ struct ConfigTableReader {
         }
     }
 
+    /// An array of uids (integers 0…4294967294).
+    mutating func uidArray(_ key: String) throws(ConfigurationError) -> [UInt32]? {
+        switch raw(key) {
+        case nil: return nil
+        case .array(let elements)?:
+            var uids: [UInt32] = []
+            for element in elements {
+                guard case .integer(let i) = element, let uid = UInt32(exactly: i), uid != UInt32.max else {
+                    throw error(key, "expected an array of uids (integers), found an element that is \(element.typeName)")
+                }
+                uids.append(uid)
+            }
+            return uids
+        case let other?: throw error(key, "expected an array of uids (integers), found \(other.typeName)")
+        }
+    }
+
     mutating func stringArray(_ key: String) throws(ConfigurationError) -> [String]? {
         switch raw(key) {
         case nil: return nil

@@ -77,6 +77,7 @@ public struct ConfigurationParser {
                 }
                 sink.mode = value
             }
+            if let uids = try table.uidArray("enrolling_uids") { sink.enrollingUIDs = Set(uids) }
             try table.finish()
             configuration.tokenFiles[user] = sink
         }
@@ -117,6 +118,7 @@ public struct ConfigurationParser {
 
         let rateLimit = try table.integer("rate_limit", in: 1...100_000)
         let rateBurst = try table.integer("rate_burst", in: 1...100_000)
+        let allowSelfEnrolment = try table.boolean("allow_self_enrolment")
 
         let kind: ProviderConfiguration.Kind
         switch kindName {
@@ -138,6 +140,7 @@ public struct ConfigurationParser {
         var provider = ProviderConfiguration(name: name, kind: kind, refreshPolicy: policy)
         if let rateLimit { provider.rateLimit = Double(rateLimit) }
         if let rateBurst { provider.rateBurst = rateBurst }
+        if let allowSelfEnrolment { provider.allowSelfEnrolment = allowSelfEnrolment }
         return provider
     }
 

@@ -103,6 +103,10 @@ public struct ProviderConfiguration: Sendable, Hashable {
     public var rateLimit: Double
     /// How many grants may go out at once before the rate limit applies.
     public var rateBurst: Int
+    /// Whether users other than administrators may enrol credentials for this provider
+    /// (`allow_self_enrolment`, within the daemon's own setting). Off by default for `exec`
+    /// providers, whose command may mint tokens with tokend's own authority; on for the others.
+    public var allowSelfEnrolment: Bool
 
     public init(name: String, kind: Kind, refreshPolicy: RefreshPolicy = RefreshPolicy(), rateLimit: Double = 50, rateBurst: Int = 20) {
         self.name = name
@@ -110,6 +114,10 @@ public struct ProviderConfiguration: Sendable, Hashable {
         self.refreshPolicy = refreshPolicy
         self.rateLimit = rateLimit
         self.rateBurst = rateBurst
+        switch kind {
+        case .exec: self.allowSelfEnrolment = false
+        case .oauth2, .hat: self.allowSelfEnrolment = true
+        }
     }
 }
 

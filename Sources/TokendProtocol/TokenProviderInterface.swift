@@ -201,7 +201,7 @@ public enum TokenProviderInterface {
         method CancelLogin(loginId: string) -> ()
 
         error UnknownUser (userIdentifier: string)
-        error PermissionDenied (userIdentifier: ?string)
+        error PermissionDenied (userIdentifier: ?string, reason: ?string)
         error ReauthenticationRequired (userIdentifier: string, reason: string)
         error RefreshFailed (userIdentifier: string, reason: string, retryAt: ?int)
         error CredentialExists (userIdentifier: string)

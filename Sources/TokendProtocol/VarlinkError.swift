@@ -53,9 +53,13 @@ extension VarlinkError {
     public static func unknownUser(_ userIdentifier: String) -> VarlinkError {
         VarlinkError(name: TokendErrorName.unknownUser.rawValue, parameters: ["userIdentifier": .string(userIdentifier)])
     }
-    public static func permissionDenied(_ userIdentifier: String?) -> VarlinkError {
-        VarlinkError(
-            name: TokendErrorName.permissionDenied.rawValue, parameters: userIdentifier.map { ["userIdentifier": .string($0)] } ?? [:])
+    /// - Parameter reason: why, when it is not simply that the caller is not among the readers or
+    ///   managers (a name the configuration reserves, a provider without self-enrolment).
+    public static func permissionDenied(_ userIdentifier: String?, reason: String? = nil) -> VarlinkError {
+        var parameters: JSONObject = [:]
+        parameters.setIfPresent("userIdentifier", userIdentifier.map(JSONValue.string))
+        parameters.setIfPresent("reason", reason.map(JSONValue.string))
+        return VarlinkError(name: TokendErrorName.permissionDenied.rawValue, parameters: parameters)
     }
     public static func reauthenticationRequired(_ userIdentifier: String, reason: String) -> VarlinkError {
         VarlinkError(

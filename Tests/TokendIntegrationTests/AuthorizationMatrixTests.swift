@@ -90,6 +90,39 @@ struct AuthorizationMatrixTests {
         try await daemon.stop()
     }
 
+    /// Every method that names a credential, for a caller that may not use it: the answer for
+    /// someone else's credential and for one that does not exist is the same, error name and
+    /// parameters alike (the name asked for aside), so it tells nothing about what exists.
+    /// (`AddCredential` and `BeginLogin` are left out: adding under a free name succeeds.)
+    static func namedCalls(for user: String) -> [(method: String, json: String)] {
+        let dpop =
+            #"{"method":"io.tokend.TokenProvider.ProvideDPoPProof","parameters":{"userIdentifier":"\#(user)","httpMethod":"GET","httpUri":"https://api.example/x"}}"#
+        return calls(for: user) + [
+            ("ProvideTokenReplacement(minValid)", Tokens.tokenCall(user: user, minValid: 7200)),
+            ("ProvideTokenReplacement(rejected)", Tokens.tokenCall(user: user, rejected: "old")),
+            ("ProvideTokenReplacement(scope)", Tokens.tokenCall(user: user, scope: "read")),
+            ("ProvideDPoPProof", dpop),
+            ("RemoveCredential", #"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"\#(user)"}}"#),
+        ]
+    }
+
+    @Test func aMissingCredentialAndSomeoneElsesGetTheSameAnswerOnEveryMethod() async throws {
+        let (daemon, _, _) = try await Self.daemonSharing(refresh: Tokens.random("r-"))
+        func normalized(_ reply: [String: Any], _ user: String) -> String {
+            var parameters = reply.parameters
+            if parameters["userIdentifier"] as? String == user { parameters["userIdentifier"] = "NAME" }
+            let data = try! JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys])
+            return "\(reply.errorName ?? "no error") \(String(decoding: data, as: UTF8.self))"
+        }
+        for ((method, existing), (_, missing)) in zip(Self.namedCalls(for: "shared"), Self.namedCalls(for: "missing")) {
+            let someoneElses = try await OtherUser.call(existing, socket: daemon.socketPath, uid: Self.outsider, gid: Self.outsider)
+            let absent = try await OtherUser.call(missing, socket: daemon.socketPath, uid: Self.outsider, gid: Self.outsider)
+            #expect(someoneElses.errorName != nil, "\(method): \(someoneElses)")
+            #expect(normalized(someoneElses, "shared") == normalized(absent, "missing"), "\(method)")
+        }
+        try await daemon.stop()
+    }
+
     @Test func readersByUidPrimaryGidAndSupplementaryGroupMayReadButNotManage() async throws {
         let (daemon, root, access) = try await Self.daemonSharing(refresh: nil)
         let readers: [(uid: UInt32, gid: UInt32, groups: [UInt32])] = [

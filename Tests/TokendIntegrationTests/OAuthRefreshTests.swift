@@ -125,10 +125,14 @@ struct OAuthRefreshTests {
         try await setup.stop()
     }
 
+    /// Once tokend's own grant has used the refresh token (without rotation, so it is still the
+    /// one added), removing the credential revokes it. (An added credential tokend never
+    /// refreshed keeps its tokens: `AuthorizationHolesTests`.)
     @Test func removalRevokesTheRefreshToken() async throws {
-        let setup = try await IdPDaemon.start()
+        let setup = try await IdPDaemon.start(idpOptions: .init(rotate: false))
         let client = try RawClient(path: setup.daemon.socketPath)
         let minted = try await setup.addMinted("alice", client: client)
+        #expect(try client.call(Tokens.tokenCall(user: "alice", minValid: 7200)).accessToken != nil)
         #expect(
             try client.call(#"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"alice"}}"#).errorName
                 == nil)

@@ -67,8 +67,8 @@ extension TokendClientError {
             message = "tokend has no credential for \(userPhrase)"
         case .permissionDenied:
             message =
-                user.map { "permission denied: tokend does not let this caller use the credential of user '\($0)'" }
-                ?? "permission denied: tokend does not let this caller call \(method)"
+                (user.map { "permission denied: tokend does not let this caller use the credential of user '\($0)'" }
+                    ?? "permission denied: tokend does not let this caller call \(method)") + reason
         case .reauthenticationRequired:
             message = "the login of \(userPhrase) has ended and needs a new login\(reason)"
         case .refreshFailed:

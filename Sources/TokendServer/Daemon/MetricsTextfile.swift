@@ -4,9 +4,9 @@ import Logging
     import Glibc
 #endif
 
-/// Writes the metrics to a file for node_exporter's textfile collector: atomically (a temporary
-/// file in the same directory, then `rename`), after changes (coalesced) and at least every
-/// `interval`.
+/// Writes the metrics to a file for node_exporter's textfile collector: atomically (a new
+/// temporary file with a random name in the same directory, then `rename`), after changes
+/// (coalesced) and at least every `interval`.
 struct MetricsTextfile: Sendable {
     let path: String
     let interval: Duration
@@ -55,9 +55,12 @@ struct MetricsTextfile: Sendable {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        // node_exporter reads only *.prom files, so the temporary name is never collected.
-        let temporary = "\(directory.isEmpty ? "" : directory)/.\(name).\(getpid()).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        // node_exporter reads only *.prom files, so the temporary name is never collected. The
+        // name is random and created with O_EXCL, as token files are: in a folder others may
+        // write, nothing planted beforehand (a file, a symlink, a hard link) is opened, written
+        // through or renamed into place.
+        let temporary = "\(directory.isEmpty ? "" : directory)/.\(name).\(String(UInt64.random(in: 0...UInt64.max), radix: 16)).tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { throw TextfileError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
         var offset = 0
         while offset < bytes.count {

@@ -48,6 +48,8 @@ extension CallRouter {
             if decision != .serve {
                 current = try await registry.freshEntry(
                     for: user, reason: .tooShortLived(minimumValidity: .seconds(minValidSeconds)), caller: caller)
+                // Replaced while the call waited: the caller must be able to read the new one.
+                try self.checkStillReadable(current, caller: caller, method: TokenProviderMethod.provideDPoPProof.rawValue)
             }
             let key = try await view.dpopKeys.load(of: user, matching: current, from: registry.store)
             return [try Self.proofReply(current, key: key, target: target, nonce: nonce, now: self.now())]

@@ -156,8 +156,11 @@ struct CallRouter: Sendable {
                 .refreshFailed(
                     user, reason: "no fresh token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
             }
-        ) { [registry] in
+        ) { [registry, self] in
             let fresh = try await registry.freshEntry(for: user, reason: reason, caller: caller)
+            // The credential may have been replaced while the call waited: the caller gets the
+            // entry it finally returns only if it may read that one.
+            try self.checkStillReadable(fresh, caller: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
             return [fresh.replyBytes]
         }
     }
@@ -179,16 +182,41 @@ struct CallRouter: Sendable {
                 .refreshFailed(
                     user, reason: "no narrowed token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
             }
-        ) { [registry] in
+        ) { [registry, view, self] in
             let serving = try await registry.narrowedToken(
                 for: user, narrowing: narrowing, minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+            // As for the credential's own token: checked against the credential as it is now.
+            guard let current = view[user] else { throw VarlinkError.unknownUser(user) }
+            try self.checkStillReadable(current, caller: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
+            guard current.enrolment == serving.enrolment else {
+                throw VarlinkError.refreshFailed(
+                    user, reason: "the credential was replaced while its narrowed token was got; ask again", retryAt: nil)
+            }
             return [serving.replyBytes]
         }
     }
 
+    /// After a wait: whether `caller` may read `entry`, the entry the call is about to answer
+    /// with (a replacement may have given it other readers meanwhile).
+    func checkStillReadable(_ entry: ViewEntry, caller: CallerIdentity, method: String) throws(VarlinkError) {
+        guard mayRead(caller, entry) else {
+            logDenied(caller, method: method, user: entry.userIdentifier)
+            throw .permissionDenied(entry.userIdentifier)
+        }
+    }
+
+    /// The answer for a credential `user` that does not exist: the truth for administrators; for
+    /// anyone else the same answer as for a credential they may not use, so that nobody learns
+    /// which names exist.
+    func missing(_ user: String, caller: CallerIdentity, method: String) -> VarlinkError {
+        if settings.current.accessPolicy.isAdmin(caller) { return .unknownUser(user) }
+        logDenied(caller, method: method, user: user)
+        return .permissionDenied(user)
+    }
+
     /// The entry of `user` if `caller` may read its token and it may still be served.
     func readableEntry(_ user: String, caller: CallerIdentity, method: String) throws(VarlinkError) -> ViewEntry {
-        guard let entry = view[user] else { throw .unknownUser(user) }
+        guard let entry = view[user] else { throw missing(user, caller: caller, method: method) }
         guard settings.current.accessPolicy.mayRead(caller, readers: entry.resolvedReaders) else {
             logDenied(caller, method: method, user: user)
             throw .permissionDenied(user)
@@ -220,7 +248,7 @@ struct CallRouter: Sendable {
         let daemon = daemonFields.json
         let leases = coordination.leaseHolders()
         if let user {
-            guard let entry = view[user] else { throw .unknownUser(user) }
+            guard let entry = view[user] else { throw missing(user, caller: caller, method: call.method) }
             guard policy.mayInspect(caller, readers: entry.resolvedReaders) else {
                 logDenied(caller, method: call.method, user: user)
                 throw .permissionDenied(user)
@@ -292,7 +320,7 @@ struct CallRouter: Sendable {
         return bytes
     }
 
-    private func logDenied(_ caller: CallerIdentity, method: String, user: String?) {
+    func logDenied(_ caller: CallerIdentity, method: String, user: String?) {
         logger.notice(
             "permission denied",
             metadata: [

@@ -12,8 +12,18 @@ final class RuntimeSettings: Sendable {
         /// Per-uid limits for credentials and calls in flight (connections: ``ConnectionLimiter``).
         var quotas = UserQuotas()
 
-        /// The rules for adding credentials, from the access policy and the quotas.
-        var enrolmentPolicy: EnrolmentPolicy { EnrolmentPolicy(access: accessPolicy, quotas: quotas) }
+        /// The rules for adding credentials, from the access policy, the quotas, the names token
+        /// files refer to and the providers' `allow_self_enrolment`. Built per enrolment (not on
+        /// any token call's path).
+        var enrolmentPolicy: EnrolmentPolicy {
+            EnrolmentPolicy(
+                access: accessPolicy, quotas: quotas,
+                reservedNames: Dictionary(
+                    uniqueKeysWithValues: tokenFiles.map { name, file in
+                        (name, EnrolmentPolicy.ReservedName(referredToBy: "token_files.\(name)", enrollingUIDs: file.enrollingUIDs))
+                    }),
+                selfEnrolment: providers.mapValues(\.allowSelfEnrolment))
+        }
     }
 
     private let values: Mutex<Values>
@@ -41,7 +51,6 @@ final class RuntimeSettings: Sendable {
         )
         return (values, unresolved)
     }
-}
 
     /// An `admin_groups` entry's gid: a group name, or `gid:N` / `group:NAME` in the reader
     /// grammar (``Reader``); `nil` for a name that does not resolve or a reader that is no group.
@@ -53,3 +62,4 @@ final class RuntimeSettings: Sendable {
         case .uid, .user, nil: return nil
         }
     }
+}

@@ -33,6 +33,8 @@ struct LoginService: Sendable {
         guard let provider = settings.current.providers[request.provider] else { throw .unknownProvider(request.provider) }
 
         let started = now()
+        // The per-uid and total limits, before the provider is asked anything.
+        try await sessions.reserve(uid: caller.uid, userIdentifier: user, now: started)
         let id = PKCE.randomToken()
         let flow: LoginSession.Flow
         var challenge: LoginChallenge
@@ -100,6 +102,7 @@ struct LoginService: Sendable {
                 throw LoginError("provider \(provider.name) runs a command to refresh; it has no login (use tokenctl add)")
             }
         } catch {
+            await sessions.release(uid: caller.uid)
             logger.notice(
                 "login could not begin",
                 metadata: [
@@ -111,7 +114,7 @@ struct LoginService: Sendable {
             id: id, caller: caller, userIdentifier: user, provider: provider.name, readers: request.readers, replace: request.replace,
             startedAt: started, expiresAt: Timestamp(secondsSince1970: challenge.expiresAt), flow: flow
         )
-        try await sessions.insert(session, now: started)
+        await sessions.insert(session)
         logger.info(
             "login started",
             metadata: [

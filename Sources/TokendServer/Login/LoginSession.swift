@@ -48,21 +48,35 @@ actor LoginSessions {
     static let maximumPerCaller = 8
 
     private var sessions: [String: LoginSession] = [:]
+    /// Logins being begun (their provider not answered yet), per uid: they count against the
+    /// limits like the sessions they become, so a user's concurrent `BeginLogin` calls cannot
+    /// send the provider more requests than the limits allow.
+    private var beginning: [UInt32: Int] = [:]
     /// JWKS verifiers by `jwks_uri`, kept across logins so a key set is not fetched per login.
     private var verifiers: [String: JWKSVerifier] = [:]
 
-    /// Adds `session`, first dropping expired ones.
-    /// - Throws: `LoginFailed` when too many logins are open.
-    func insert(_ session: LoginSession, now: Timestamp) throws(VarlinkError) {
+    /// Takes a place for a login of `uid`, first dropping expired sessions. Called before the
+    /// provider is asked anything (discovery, the device authorization request); the place is
+    /// given back by ``release(uid:)`` or becomes the session (``insert(_:)``).
+    /// - Throws: `LoginFailed` when too many logins are open or being begun.
+    func reserve(uid: UInt32, userIdentifier: String, now: Timestamp) throws(VarlinkError) {
         sessions = sessions.filter { $0.value.expiresAt > now }
-        guard sessions.count < Self.maximumTotal else {
-            throw .loginFailed(
-                session.userIdentifier, reason: "too many logins are in progress; try again in a few minutes", oauthError: nil)
+        guard sessions.count + beginning.values.reduce(0, +) < Self.maximumTotal else {
+            throw .loginFailed(userIdentifier, reason: "too many logins are in progress; try again in a few minutes", oauthError: nil)
         }
-        guard sessions.values.count(where: { $0.caller.uid == session.caller.uid }) < Self.maximumPerCaller else {
+        guard sessions.values.count(where: { $0.caller.uid == uid }) + beginning[uid, default: 0] < Self.maximumPerCaller else {
             throw .loginFailed(
-                session.userIdentifier, reason: "this user has too many logins in progress; finish or cancel one first", oauthError: nil)
+                userIdentifier, reason: "this user has too many logins in progress; finish or cancel one first", oauthError: nil)
         }
+        beginning[uid, default: 0] += 1
+    }
+
+    /// Gives back a place taken by ``reserve(uid:userIdentifier:now:)`` for a login that could not begin.
+    func release(uid: UInt32) { beginning.decrementCount(uid) }
+
+    /// Adds `session`, in the place its caller reserved.
+    func insert(_ session: LoginSession) {
+        beginning.decrementCount(session.caller.uid)
         sessions[session.id] = session
     }
 

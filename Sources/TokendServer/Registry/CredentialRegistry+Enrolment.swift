@@ -74,7 +74,9 @@ extension CredentialRegistry {
             sessionStartedAt: lifetime.issuedAt,
             readers: readers,
             enrolment: Enrolment(uid: caller.uid, pid: caller.pid, at: received),
-            status: RefreshStatus(state: .valid),
+            // A login's tokens come from the provider's token endpoint, as a refresh's do: they
+            // are tokend's own grant, which a removal revokes (``RevocationRule``).
+            status: RefreshStatus(state: .valid, lastRefreshAt: answeredByProvider ? received : nil),
             dpopKey: credentialKey
         )
 
@@ -119,11 +121,16 @@ extension CredentialRegistry {
     }
 
     func remove(_ userIdentifier: String, caller: CallerIdentity) async throws(VarlinkError) {
-        guard let existing = view[userIdentifier] else { throw .unknownUser(userIdentifier) }
-        guard settings.current.accessPolicy.mayManage(caller, readers: existing.readers) else {
-            enrolments.logDenied(caller, action: "remove", user: userIdentifier)
-            throw .permissionDenied(userIdentifier)
+        let current = settings.current
+        guard let existing = view[userIdentifier] else {
+            // Someone else's credential and a missing one get the same answer from non-administrators.
+            guard current.accessPolicy.isAdmin(caller) else {
+                enrolments.logDenied(caller, action: "remove", user: userIdentifier)
+                throw .permissionDenied(userIdentifier)
+            }
+            throw .unknownUser(userIdentifier)
         }
+        try enrolments.checkRemoval(user: userIdentifier, readers: existing.readers, caller: caller, settings: current)
         await lock(userIdentifier)
         defer { unlock(userIdentifier) }
         let stored: Credential?
@@ -137,8 +144,13 @@ extension CredentialRegistry {
             throw .unknownUser(userIdentifier)
         }
         // Revoke first (RFC 7009), so the refresh token dies with the credential. A provider
-        // that cannot be reached does not stop the removal the caller asked for.
-        if let refresher = refreshers.byProvider[stored.provider] {
+        // that cannot be reached does not stop the removal the caller asked for. Only what
+        // tokend got from the provider is revoked (``RevocationRule``).
+        if RevocationRule.decide(stored) == .nothing {
+            logger.info(
+                "tokens not revoked: the provider never answered tokend for this credential (its tokens came from AddCredential)",
+                metadata: ["user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)"])
+        } else if let refresher = refreshers.byProvider[stored.provider] {
             switch await refresher.revoke(stored) {
             case .failed(let problem):
                 logger.warning(

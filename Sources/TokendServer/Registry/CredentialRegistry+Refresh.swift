@@ -32,7 +32,10 @@ extension CredentialRegistry {
         if grants.inFlight[userIdentifier] == nil, reason.isCallerTriggered {
             switch CallerRefreshRule.decide(
                 tokenValid: current < entry.deadline, rejectedByAPI: reason.isRejection,
-                lastRefreshAt: entry.status.lastRefreshAt, lastForcedAt: grants.lastForced[userIdentifier],
+                // A login's receipt is recorded as `lastRefreshAt` too (``RevocationRule``); the
+                // interval counts from refresh grants only, so a new login can be refreshed at once.
+                lastRefreshAt: entry.status.refreshCount > 0 ? entry.status.lastRefreshAt : nil,
+                lastForcedAt: grants.lastForced[userIdentifier],
                 retryAt: entry.status.state == .retrying ? entry.status.retryAt : nil,
                 interval: limits.forcedRefreshInterval, now: current
             ) {

@@ -31,7 +31,7 @@ struct Enrolments {
         guard settings.providers[provider] != nil else { throw .unknownProvider(provider) }
         do throws(EnrolmentRefusal) {
             let readers = try EnrolmentPolicy.readers(requested: requested, caller: caller)
-            try settings.enrolmentPolicy.checkReaders(readers, caller: caller)
+            try settings.enrolmentPolicy.checkEnrolment(user: user, provider: provider, readers: readers, caller: caller)
             return readers
         } catch {
             throw answer(error, user: user, caller: caller, action: action)
@@ -62,6 +62,10 @@ struct Enrolments {
     mutating func release(_ caller: CallerIdentity) { pending.decrementCount(caller.uid) }
 
     private func answer(_ refusal: EnrolmentRefusal, user: String, caller: CallerIdentity, action: String) -> VarlinkError {
+        func denied(_ reason: String) -> VarlinkError {
+            logDenied(caller, action: action, user: user)
+            return .permissionDenied(user, reason: reason)
+        }
         switch refusal {
         case .invalidReaders:
             return .invalidParameter("readers")
@@ -72,6 +76,23 @@ struct Enrolments {
             return .credentialExists(user)
         case .quota(let quota):
             return .quotaExceeded(quota.quota.rawValue, limit: quota.limit, userIdentifier: user)
+        case .reservedName(let referredToBy):
+            return denied(
+                "'\(user)' is written to a token file (\(referredToBy)); only administrators and the uids in its enrolling_uids may enrol, replace or remove it"
+            )
+        case .providerForbidsSelfEnrolment(let provider):
+            return denied(
+                "provider '\(provider)' does not allow self-enrolment: only administrators may enrol its credentials (allow_self_enrolment in its section)"
+            )
+        }
+    }
+
+    /// Whether `caller` may remove `user`'s credential, read by `readers`.
+    func checkRemoval(user: String, readers: [Reader], caller: CallerIdentity, settings: RuntimeSettings.Values) throws(VarlinkError) {
+        do throws(EnrolmentRefusal) {
+            try settings.enrolmentPolicy.checkRemoval(user: user, readers: readers, caller: caller)
+        } catch {
+            throw answer(error, user: user, caller: caller, action: "remove")
         }
     }
 
