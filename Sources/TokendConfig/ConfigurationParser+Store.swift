@@ -19,8 +19,26 @@ extension ConfigurationParser {
             }
     }
 
+    /// `[store] tls` (`prefer` or `verify-full`) and `tls_ca_file` (required by `verify-full`,
+    /// refused otherwise).
+    func parseStoreTLS(_ table: inout ConfigTableReader) throws(ConfigurationError) -> StoreTLS {
+        let mode = try table.string("tls") ?? "prefer"
+        let caFile = try table.string("tls_ca_file").map(resolve)
+        switch mode {
+        case "prefer":
+            if caFile != nil { throw table.error("tls_ca_file", "is only used with tls = \"verify-full\"") }
+            return .prefer
+        case "verify-full":
+            guard let caFile else { throw table.error("tls_ca_file", "is required with tls = \"verify-full\" (the CA's PEM file)") }
+            return .verifyFull(caFile: caFile)
+        default:
+            throw table.error("tls", "unknown mode \"\(mode)\" (supported: prefer, verify-full)")
+        }
+    }
+
     /// `[store]`: absent or `kind = "sqlite"` for the embedded store, `kind = "postgresql"` with
-    /// `url`, optional `password_file`, `lease` and `reconcile_interval` for the shared one.
+    /// `url`, optional `password_file`, `lease`, `reconcile_interval`, `tls` and `tls_ca_file` for
+    /// the shared one.
     func parseStore(_ value: ConfigValue?, limits: RefreshLimits) throws(ConfigurationError) -> StoreConfiguration {
         var table = try ConfigTableReader(file: file, path: "store", value: value)
         let kind = try table.string("kind") ?? "sqlite"
@@ -66,6 +84,7 @@ extension ConfigurationParser {
                     throw table.error("password_file", "cannot read \(path): \(error)")
                 }
             }
+            settings.tls = try parseStoreTLS(&table)
             try table.finish()
             return .postgresql(settings)
         default:

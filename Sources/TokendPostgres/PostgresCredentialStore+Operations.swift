@@ -6,34 +6,70 @@ import TokendStorage
 
 extension PostgresCredentialStore {
     public func loadAll() async throws -> [Credential] {
+        try await readVerified(
+            PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials ORDER BY user_identifier"),
+            what: "load credentials", skippingRefused: false)
+    }
+
+    /// Every credential but those refused by their integrity check (reported and logged, and
+    /// left out: a row edited outside tokend grants nothing, and the others still serve).
+    public func loadIndex() async throws -> [IndexedCredential] {
+        try await readVerified(
+            PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials"), what: "load credentials",
+            skippingRefused: true
+        ).map { IndexedCredential(decrypted: $0) }
+    }
+
+    public func load(userIdentifier: String) async throws -> Credential? {
+        var query = PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = $1")
+        try query.binds.append(userIdentifier)
+        return try await readVerified(query, what: "load credential '\(userIdentifier)'", skippingRefused: false).first
+    }
+
+    /// Runs a `SELECT` of ``selectColumns`` and returns the rows that pass their integrity
+    /// check: authenticated with the master key, and no older than what this node saw before
+    /// the read began. A refused row is logged and reported (``onIntegrityFailure(_:)``), then
+    /// fails the read or, with `skippingRefused`, is left out.
+    func readVerified(_ query: PostgresQuery, what: String, skippingRefused: Bool) async throws -> [Credential] {
         let cipher = cipher
         let logger = logger
-        return try await run("load credentials") { client in
+        let floors = seenGenerations()
+        return try await run(what) { client in
             var credentials: [Credential] = []
-            let rows = try await client.query(
-                PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials ORDER BY user_identifier"), logger: logger
-            )
-            for try await row in rows { credentials.append(try Self.credential(from: row, cipher: cipher)) }
+            for try await row in try await client.query(query, logger: logger) {
+                do {
+                    credentials.append(try self.admitRow(row, cipher: cipher, floors: floors))
+                } catch let error as StorageError where error.code == .integrity && skippingRefused {
+                    continue
+                }
+            }
             return credentials
         }
     }
 
-    public func load(userIdentifier: String) async throws -> Credential? {
-        let cipher = cipher
-        let logger = logger
-        return try await run("load credential '\(userIdentifier)'") { client in
-            var query = PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = $1")
-            try query.binds.append(userIdentifier)
-            var found: Credential?
-            for try await row in try await client.query(query, logger: logger) { found = try Self.credential(from: row, cipher: cipher) }
-            return found
+    /// One row through ``verifiedCredential(from:cipher:)`` and ``admit(_:generation:contentDigest:floor:)``.
+    func admitRow(_ row: PostgresRow, cipher: CredentialCipher, floors: [String: Int64]) throws -> Credential {
+        let (credential, digest): (Credential, [UInt8])
+        do {
+            (credential, digest) = try Self.verifiedCredential(from: row, cipher: cipher)
+        } catch let error as StorageError where error.code == .integrity {
+            let cells = row.makeRandomAccess()
+            reportIntegrity(
+                error, kind: .altered, user: (try? cells["user_identifier"].decode(String.self)) ?? "?",
+                generation: try? cells["generation"].decode(Int64.self))
+            throw error
         }
+        let user = credential.userIdentifier
+        try admit(user, generation: credential.generation, contentDigest: digest, floor: floors[user])
+        return credential
     }
 
-    /// Every credential's generation, by user identifier (the periodic reconciliation).
+    /// Every credential's generation, by user identifier (the periodic reconciliation). A
+    /// generation older than one this node has seen is reported as a rollback.
     public func generations() async throws -> [String: Int64] {
         let logger = logger
-        return try await run("list generations") { client in
+        let floors = seenGenerations()
+        let result = try await run("list generations") { client in
             var result: [String: Int64] = [:]
             for try await (user, generation) in try await client.query(
                 "SELECT user_identifier, generation FROM tokend_credentials", logger: logger
@@ -42,43 +78,93 @@ extension PostgresCredentialStore {
             }
             return result
         }
+        for (user, generation) in result {
+            guard let floor = floors[user], generation < floor else { continue }
+            reportIntegrity(
+                StorageError(
+                    code: .integrity,
+                    message: "stored credential '\(user)' was rolled back to generation \(generation); this node has seen "
+                        + "generation \(floor); it is refused"),
+                kind: .rolledBack, user: user, generation: generation)
+        }
+        return result
+    }
+
+    /// The next value of the store's generation sequence: drawn before a write, so that the
+    /// row's authentication tag covers the generation it is stored at.
+    static func nextGeneration(_ client: PostgresClient, logger: Logger) async throws -> Int64 {
+        for try await value in try await client.query("SELECT nextval('tokend_generation')", logger: logger).decode(Int64.self) {
+            return value
+        }
+        throw StorageError(code: .database, message: "the generation sequence returned nothing")
     }
 
     public func insert(_ credential: Credential, replacing: Bool) async throws -> Credential {
-        let columns =
-            [("user_identifier", ColumnValue.text(credential.userIdentifier))] + (try Self.columnValues(credential, cipher: cipher))
-        let names = columns.map(\.0) + ["generation", "updated_at"]
-        var values = columns.indices.map { "$\($0 + 1)" }
-        values += ["nextval('tokend_generation')", "tokend_now_ms()"]
-        var sql = "INSERT INTO tokend_credentials (\(names.joined(separator: ", "))) VALUES (\(values.joined(separator: ", "))) "
-        if replacing {
+        try await insert(credential, replacing: replacing, expecting: nil)
+    }
+
+    public func insert(_ credential: Credential, replacing: Bool, expecting: StoredRowExpectation) async throws -> Credential {
+        try await insert(credential, replacing: replacing, expecting: Optional(expecting))
+    }
+
+    /// `INSERT … ON CONFLICT`: with an expectation, a stored row is overwritten only if it is at
+    /// the expected generation, in the same statement; nothing is written if it exists and none
+    /// was expected.
+    private func insert(_ credential: Credential, replacing: Bool, expecting: StoredRowExpectation?) async throws -> Credential {
+        let cipher = cipher
+        let user = credential.userIdentifier
+        let values = try Self.columnValues(credential, cipher: cipher)
+        let authenticity = RowAuthenticity(values)
+        let columns = [("user_identifier", ColumnValue.text(user))] + values
+        let names = columns.map(\.0) + ["generation", "row_mac", "updated_at"]
+        let placeholders = columns.indices.map { "$\($0 + 1)" } + ["$\(columns.count + 1)", "$\(columns.count + 2)", "tokend_now_ms()"]
+        var sql = "INSERT INTO tokend_credentials (\(names.joined(separator: ", "))) VALUES (\(placeholders.joined(separator: ", "))) "
+        var expectedGeneration: Int64?
+        switch (replacing, expecting) {
+        case (true, nil), (true, .generation?):
             sql +=
                 "ON CONFLICT (user_identifier) DO UPDATE SET "
                 + names.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
-        } else {
+            if case .generation(let generation)? = expecting {
+                sql += " WHERE tokend_credentials.generation = $\(columns.count + 3)"
+                expectedGeneration = generation
+            }
+        case (false, _), (true, .absent?):
             sql += "ON CONFLICT (user_identifier) DO NOTHING"
         }
         sql += " RETURNING generation"
-        var query = PostgresQuery(unsafeSQL: sql)
-        for (_, value) in columns { try value.append(to: &query.binds) }
         let logger = logger
-        let user = credential.userIdentifier
-        let generation: Int64? = try await run("store credential '\(user)'") { [query] client in
-            var generation: Int64?
-            for try await value in try await client.query(query, logger: logger).decode(Int64.self) { generation = value }
-            return generation
+        let keyring = cipher.keyring
+        let generation: Int64? = try await run("store credential '\(user)'") { [sql, expectedGeneration] client in
+            let generation = try await Self.nextGeneration(client, logger: logger)
+            var query = PostgresQuery(unsafeSQL: sql)
+            for (_, value) in columns { try value.append(to: &query.binds) }
+            try query.binds.append(generation)
+            try query.binds.append(ByteBuffer(bytes: authenticity.tag(user, generation: generation, keyring: keyring)))
+            if let expectedGeneration { try query.binds.append(expectedGeneration) }
+            var stored: Int64?
+            for try await value in try await client.query(query, logger: logger).decode(Int64.self) { stored = value }
+            return stored
         }
         guard let generation else {
+            if expecting != nil {
+                throw StorageError(
+                    code: .conflict,
+                    message: "credential '\(user)' is not as this node last saw it (another node wrote or removed it); nothing was written")
+            }
             throw StorageError(code: .alreadyExists, message: "a credential for '\(user)' already exists")
         }
+        noteSeen(user, generation: generation, contentDigest: authenticity.contentDigest)
         var stored = credential
         stored.generation = generation
         return stored
     }
 
     public func update(_ credential: Credential, expectedGeneration: Int64) async throws -> Credential {
-        let columns = try Self.columnValues(credential, cipher: cipher)
-        let generation = try await compareAndSwap(credential.userIdentifier, expectedGeneration, columns, what: "update credential")
+        let values = try Self.columnValues(credential, cipher: cipher)
+        let generation = try await compareAndSwap(
+            credential.userIdentifier, expectedGeneration, values, contentDigest: RowAuthenticity(values).contentDigest,
+            what: "update credential")
         var stored = credential
         stored.generation = generation
         return stored
@@ -86,38 +172,66 @@ extension PostgresCredentialStore {
 
     @discardableResult
     public func updateStatus(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64 {
-        try await compareAndSwap(userIdentifier, expectedGeneration, Self.statusValues(status), what: "update the status of credential")
+        try await compareAndSwap(
+            userIdentifier, expectedGeneration, Self.statusValues(status), contentDigest: nil, what: "update the status of credential")
     }
 
     /// `UPDATE … WHERE generation = expected`, fenced by this node's lease on the credential if
     /// it holds one; throws `.conflict` or `.notFound` when no row matched.
+    ///
+    /// The new row's authentication tag covers its content digest: `contentDigest` for a whole
+    /// row, else (a status-only write) that of the row at `expectedGeneration`, remembered from
+    /// the last read or write of it or read and checked now.
     private func compareAndSwap(
-        _ user: String, _ expectedGeneration: Int64, _ columns: [(String, ColumnValue)], what: String
+        _ user: String, _ expectedGeneration: Int64, _ columns: [(String, ColumnValue)], contentDigest: [UInt8]?, what: String
     ) async throws -> Int64 {
         let fence = leaseBook.withLock { $0[user] }
         let count = columns.count
         let assignments = columns.enumerated().map { "\($0.element.0) = $\($0.offset + 1)" }
         let sql = """
             UPDATE tokend_credentials SET \(assignments.joined(separator: ", ")),
-                generation = nextval('tokend_generation'), updated_at = tokend_now_ms()
+                generation = $\(count + 5), row_mac = $\(count + 6), updated_at = tokend_now_ms()
             WHERE user_identifier = $\(count + 1) AND generation = $\(count + 2)
               AND ($\(count + 3)::bigint IS NULL OR EXISTS (
                   SELECT 1 FROM tokend_leases l
                   WHERE l.user_identifier = $\(count + 1) AND l.holder = $\(count + 4) AND l.fencing = $\(count + 3)))
             RETURNING generation
             """
-        var query = PostgresQuery(unsafeSQL: sql)
-        for (_, value) in columns { try value.append(to: &query.binds) }
-        try query.binds.append(user)
-        try query.binds.append(expectedGeneration)
-        try query.binds.append(fence)
-        try query.binds.append(settings.nodeName)
+        let statusNames = Set(Self.statusColumns.map(\.0))
+        let status = columns.filter { statusNames.contains($0.0) }
+        let seen = seenRows.withLock { $0[user] }
+        let knownDigest = contentDigest ?? (seen?.generation == expectedGeneration ? seen?.contentDigest : nil)
+        let cipher = cipher
         let logger = logger
         let node = settings.nodeName
-        return try await run("\(what) '\(user)'") { [query] client in
-            var generation: Int64?
-            for try await value in try await client.query(query, logger: logger).decode(Int64.self) { generation = value }
-            if let generation { return generation }
+        let written: (generation: Int64, digest: [UInt8]) = try await run("\(what) '\(user)'") { [sql] client in
+            var digest = knownDigest
+            if digest == nil {
+                // A status-only write of a row this node has not read at that generation: read and check it first.
+                var read = PostgresQuery(
+                    unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = $1 AND generation = $2")
+                try read.binds.append(user)
+                try read.binds.append(expectedGeneration)
+                for try await row in try await client.query(read, logger: logger) {
+                    _ = try self.admitRow(row, cipher: cipher, floors: [:])
+                    digest = self.seenRows.withLock { $0[user]?.contentDigest }
+                }
+            }
+            let generation = try await Self.nextGeneration(client, logger: logger)
+            // Without a digest the row is gone or moved on, and the update below matches nothing.
+            let tag = RowAuthenticity(contentDigest: digest ?? [], status: status).tag(
+                user, generation: generation, keyring: cipher.keyring)
+            var query = PostgresQuery(unsafeSQL: sql)
+            for (_, value) in columns { try value.append(to: &query.binds) }
+            try query.binds.append(user)
+            try query.binds.append(expectedGeneration)
+            try query.binds.append(fence)
+            try query.binds.append(node)
+            try query.binds.append(generation)
+            try query.binds.append(ByteBuffer(bytes: tag))
+            var updated: Int64?
+            for try await value in try await client.query(query, logger: logger).decode(Int64.self) { updated = value }
+            if let updated, let digest { return (updated, digest) }
             // Explain the miss: gone, moved on, or our lease was taken over.
             var stored: Int64?
             for try await value in try await client.query(
@@ -137,6 +251,32 @@ extension PostgresCredentialStore {
                 code: .conflict,
                 message: "credential '\(user)' was changed by another writer (stored generation \(stored), expected \(expectedGeneration))"
             )
+        }
+        noteSeen(user, generation: written.generation, contentDigest: written.digest)
+        return written.generation
+    }
+
+    @discardableResult
+    public func remove(userIdentifier: String, expectedGeneration: Int64) async throws -> Bool {
+        let logger = logger
+        return try await run("remove credential '\(userIdentifier)'") { client in
+            for try await _ in try await client.query(
+                """
+                DELETE FROM tokend_credentials WHERE user_identifier = \(userIdentifier) AND generation = \(expectedGeneration)
+                RETURNING generation
+                """, logger: logger
+            ).decode(Int64.self) {
+                return true
+            }
+            for try await stored in try await client.query(
+                "SELECT generation FROM tokend_credentials WHERE user_identifier = \(userIdentifier)", logger: logger
+            ).decode(Int64.self) {
+                throw StorageError(
+                    code: .conflict,
+                    message: "credential '\(userIdentifier)' was changed by another writer (stored generation \(stored), "
+                        + "expected \(expectedGeneration)); nothing was removed")
+            }
+            return false
         }
     }
 
@@ -168,6 +308,8 @@ extension PostgresCredentialStore {
                 UNION
                 SELECT encode(substring(narrowed_tokens FROM 2 FOR 8), 'hex') FROM tokend_credentials
                 WHERE narrowed_tokens IS NOT NULL
+                UNION
+                SELECT encode(substring(row_mac FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE row_mac IS NOT NULL
                 """, logger: logger
             ).decode(String.self) {
                 ids.insert(id)
@@ -185,9 +327,11 @@ extension PostgresCredentialStore {
         // pass that finds fewer ends the loop.
         for _ in 0..<1_000_000 {
             let cipher = cipher
-            let count: Int = try await run("re-encrypt credentials") { client in
-                try await client.withTransaction(logger: logger) { connection -> Int in
+            let floors = seenGenerations()
+            let (count, passed): (Int, Int) = try await run("re-encrypt credentials") { client in
+                try await client.withTransaction(logger: logger) { connection -> (Int, Int) in
                     var rows: [Credential] = []
+                    var refused = 0
                     for try await row in try await connection.query(
                         PostgresQuery(
                             unsafeSQL: """
@@ -197,6 +341,7 @@ extension PostgresCredentialStore {
                                    OR (dpop_key IS NOT NULL AND encode(substring(dpop_key FROM 2 FOR 8), 'hex') <> $1)
                                    OR (narrowed_tokens IS NOT NULL
                                        AND encode(substring(narrowed_tokens FROM 2 FOR 8), 'hex') <> $1)
+                                   OR (row_mac IS NOT NULL AND encode(substring(row_mac FROM 2 FOR 8), 'hex') <> $1)
                                 ORDER BY user_identifier LIMIT 100 FOR UPDATE
                                 """,
                             binds: {
@@ -206,28 +351,39 @@ extension PostgresCredentialStore {
                             }()
                         ), logger: logger
                     ) {
-                        rows.append(try Self.credential(from: row, cipher: cipher))
+                        // A row refused by its integrity check stays as it is (reported); it is never re-sealed.
+                        guard let credential = try? self.admitRow(row, cipher: cipher, floors: floors) else {
+                            refused += 1
+                            continue
+                        }
+                        rows.append(credential)
                     }
                     for credential in rows {
                         // Same content, so the generation stays (see CredentialStore.reencrypt).
-                        let values = try Self.columnValues(credential, cipher: cipher).filter {
-                            ["salt", "access_token", "refresh_token", "dpop_key", "narrowed_tokens"].contains($0.0)
-                        }
+                        let all = try Self.columnValues(credential, cipher: cipher)
+                        let authenticity = RowAuthenticity(all)
+                        let values = all.filter { ["salt", "access_token", "refresh_token", "dpop_key", "narrowed_tokens"].contains($0.0) }
                         var query = PostgresQuery(
                             unsafeSQL: """
                                 UPDATE tokend_credentials SET salt = $1, access_token = $2, refresh_token = $3, dpop_key = $4,
-                                    narrowed_tokens = $5
-                                WHERE user_identifier = $6
+                                    narrowed_tokens = $5, row_mac = $6
+                                WHERE user_identifier = $7
                                 """
                         )
                         for (_, value) in values { try value.append(to: &query.binds) }
+                        try query.binds.append(
+                            ByteBuffer(
+                                bytes: authenticity.tag(
+                                    credential.userIdentifier, generation: credential.generation, keyring: cipher.keyring)))
                         try query.binds.append(credential.userIdentifier)
                         try await connection.query(query, logger: logger).collect()
+                        self.noteSeen(
+                            credential.userIdentifier, generation: credential.generation, contentDigest: authenticity.contentDigest)
                     }
-                    return rows.count
+                    return (rows.count + refused, rows.count)
                 }
             }
-            total += count
+            total += passed
             if count < 100 { break }
         }
         if total > 0 { logger.info("re-encrypted credentials", metadata: ["count": "\(total)", "key": "\(keyring.current.id)"]) }

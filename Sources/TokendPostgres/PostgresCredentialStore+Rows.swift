@@ -17,6 +17,42 @@ enum ColumnValue: Sendable {
         case .bytes(let value): try bindings.append(value.map { ByteBuffer(bytes: $0) })
         }
     }
+
+    /// The value as ``RowAuthentication`` authenticates it.
+    var authenticated: AuthenticatedValue {
+        switch self {
+        case .text(let value): .text(value)
+        case .bigint(let value): .integer(value)
+        case .bytes(let value): .bytes(value)
+        }
+    }
+}
+
+/// A column's type in the store.
+enum ColumnKind: Sendable {
+    case text, bigint, bytes
+}
+
+/// What ``PostgresCredentialStore`` authenticates of a row: its content digest, its refresh
+/// bookkeeping and its generation.
+struct RowAuthenticity: Sendable {
+    var contentDigest: [UInt8]
+    var status: [(String, AuthenticatedValue)]
+
+    init(_ columns: [(String, ColumnValue)]) {
+        let status = Set(PostgresCredentialStore.statusColumns.map(\.0))
+        contentDigest = RowAuthentication.contentDigest(columns.filter { !status.contains($0.0) }.map { ($0.0, $0.1.authenticated) })
+        self.status = columns.filter { status.contains($0.0) }.map { ($0.0, $0.1.authenticated) }
+    }
+
+    init(contentDigest: [UInt8], status: [(String, ColumnValue)]) {
+        self.contentDigest = contentDigest
+        self.status = status.map { ($0.0, $0.1.authenticated) }
+    }
+
+    func tag(_ user: String, generation: Int64, keyring: Keyring) -> [UInt8] {
+        RowAuthentication.tag(userIdentifier: user, contentDigest: contentDigest, status: status, generation: generation, keyring: keyring)
+    }
 }
 
 extension PostgresCredentialStore {
@@ -24,11 +60,27 @@ extension PostgresCredentialStore {
     static let selectColumns = """
         user_identifier, provider, salt, access_token, refresh_token, token_type, scope, expires_at, issued_at,
         session_started_at, readers, enrolled_uid, enrolled_pid, enrolled_at, state, last_refresh_at, last_error,
-        refresh_count, grant_started_at, retry_at, generation, dpop_key, narrowed_tokens
+        refresh_count, grant_started_at, retry_at, generation, dpop_key, narrowed_tokens, row_mac
         """
 
-    /// Every column of a row except `user_identifier`, `generation` and `updated_at`, with
-    /// freshly sealed tokens.
+    /// The columns of a row's content (everything but the user identifier, the refresh
+    /// bookkeeping, the generation and `updated_at`), in the order ``columnValues(_:cipher:)``
+    /// lists them and ``RowAuthentication`` digests them, with their kinds.
+    static let contentColumns: [(String, ColumnKind)] = [
+        ("provider", .text), ("salt", .bytes), ("access_token", .bytes), ("refresh_token", .bytes), ("token_type", .text),
+        ("scope", .text), ("expires_at", .bigint), ("issued_at", .bigint), ("session_started_at", .bigint), ("readers", .text),
+        ("enrolled_uid", .bigint), ("enrolled_pid", .bigint), ("enrolled_at", .bigint), ("dpop_key", .bytes),
+        ("narrowed_tokens", .bytes),
+    ]
+
+    /// The refresh bookkeeping's columns, in the order ``statusValues(_:)`` lists them.
+    static let statusColumns: [(String, ColumnKind)] = [
+        ("state", .text), ("last_refresh_at", .bigint), ("last_error", .text), ("refresh_count", .bigint),
+        ("grant_started_at", .bigint), ("retry_at", .bigint),
+    ]
+
+    /// Every column of a row except `user_identifier`, `generation`, `updated_at` and `row_mac`,
+    /// with freshly sealed tokens: the content columns, then the status columns.
     static func columnValues(_ credential: Credential, cipher: CredentialCipher) throws -> [(String, ColumnValue)] {
         let salt = CredentialCipher.makeSalt()
         func binding(_ column: TokenColumn) -> SealBinding {
@@ -74,7 +126,48 @@ extension PostgresCredentialStore {
         String(decoding: try JSONEncoder().encode(readers.map(\.description)), as: UTF8.self)
     }
 
-    /// Decodes and decrypts a row selected with ``selectColumns``.
+    /// Decodes a row selected with ``selectColumns``, checks its authentication tag, and
+    /// decrypts it.
+    ///
+    /// - Returns: the credential and the digest of its content (for a later status-only write).
+    /// - Throws: ``StorageError`` `.integrity` if the tag does not match (the row was edited
+    ///   outside tokend), `.corruptRecord` or `.decryption` as before.
+    static func verifiedCredential(from row: PostgresRow, cipher: CredentialCipher) throws -> (Credential, contentDigest: [UInt8]) {
+        let user = (try? row.makeRandomAccess()["user_identifier"].decode(String.self)) ?? "?"
+        let (authenticity, generation, tag) = try authenticity(of: row)
+        try RowAuthentication.verify(
+            tag, userIdentifier: user, contentDigest: authenticity.contentDigest, status: authenticity.status, generation: generation,
+            keyring: cipher.keyring)
+        return (try credential(from: row, cipher: cipher), authenticity.contentDigest)
+    }
+
+    /// What a row's tag authenticates, read from the row as stored, and the tag.
+    static func authenticity(of row: PostgresRow) throws -> (authenticity: RowAuthenticity, generation: Int64, tag: [UInt8]?) {
+        let cells = row.makeRandomAccess()
+        let user = (try? cells["user_identifier"].decode(String.self)) ?? "?"
+        func raw(_ columns: [(String, ColumnKind)]) throws -> [(String, ColumnValue)] {
+            try columns.map { name, kind in
+                do {
+                    switch kind {
+                    case .text: return (name, .text(try cells[name].decode(String?.self)))
+                    case .bigint: return (name, .bigint(try cells[name].decode(Int64?.self)))
+                    case .bytes: return (name, .bytes(try cells[name].decode(ByteBuffer?.self).map { Array($0.readableBytesView) }))
+                    }
+                } catch {
+                    throw StorageError(code: .corruptRecord, message: "stored credential '\(user)' has an invalid \(name)")
+                }
+            }
+        }
+        let authenticity = RowAuthenticity(try raw(contentColumns) + raw(statusColumns))
+        guard let generation = try? cells["generation"].decode(Int64.self) else {
+            throw StorageError(code: .corruptRecord, message: "stored credential '\(user)' has an invalid generation")
+        }
+        let tag = try? cells["row_mac"].decode(ByteBuffer?.self).map { Array($0.readableBytesView) }
+        return (authenticity, generation, tag ?? nil)
+    }
+
+    /// Decodes and decrypts a row selected with ``selectColumns``, without checking its
+    /// authentication tag (``verifiedCredential(from:cipher:)`` checks it).
     static func credential(from row: PostgresRow, cipher: CredentialCipher) throws -> Credential {
         let cells = row.makeRandomAccess()
         let user = (try? cells["user_identifier"].decode(String.self)) ?? "?"

@@ -1,9 +1,10 @@
+import NIOCore
 import PostgresNIO
 import TokendStorage
 
 extension PostgresCredentialStore {
     /// The schema version the newest migration produces.
-    static let schemaVersion = 3
+    static let schemaVersion = 4
 
     /// The key of the transaction-level advisory lock every node takes before looking at the
     /// schema: when several nodes start at once, one migrates and the others wait, then find
@@ -102,7 +103,13 @@ extension PostgresCredentialStore {
         ["ALTER TABLE tokend_credentials ADD COLUMN dpop_key bytea"],
         // 3: tokens narrowed to a scope or resource, one sealed JSON array per credential.
         ["ALTER TABLE tokend_credentials ADD COLUMN narrowed_tokens bytea"],
+        // 4: each row's authentication tag (RowAuthentication); rows stored before are tagged
+        // in the same transaction (authenticateUntaggedRows).
+        ["ALTER TABLE tokend_credentials ADD COLUMN row_mac bytea"],
     ]
+
+    /// The migration after which rows carry an authentication tag.
+    static let rowAuthenticationVersion = 4
 
     /// Brings the schema up to date under the migration lock, and records this node.
     ///
@@ -139,6 +146,9 @@ extension PostgresCredentialStore {
                     for statement in statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
                     }
+                    if index + 1 == Self.rowAuthenticationVersion {
+                        try await self.authenticateUntaggedRows(connection)
+                    }
                     try await connection.query(
                         "INSERT INTO tokend_schema (version, applied_by) VALUES (\(index + 1), \(node))", logger: logger
                     ).collect()
@@ -157,6 +167,37 @@ extension PostgresCredentialStore {
             logger.notice("migrated the shared store's schema", metadata: ["version": "\(Self.schemaVersion)", "node": "\(node)"])
         }
         try await heartbeat(version: productVersion)
+    }
+
+    /// Tags the rows stored before row authentication existed (the upgrade to schema 4), under
+    /// the migration's lock and transaction: each row whose tokens open with the master key (so
+    /// tokend wrote them) is tagged as it stands. A row whose tokens do not open keeps no tag
+    /// and is refused from then on.
+    func authenticateUntaggedRows(_ connection: PostgresConnection) async throws {
+        let cipher = cipher
+        var tags: [(String, [UInt8])] = []
+        for try await row in try await connection.query(
+            PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE row_mac IS NULL"), logger: logger
+        ) {
+            do {
+                let credential = try Self.credential(from: row, cipher: cipher)
+                let stored = try Self.authenticity(of: row)
+                tags.append(
+                    (
+                        credential.userIdentifier,
+                        stored.authenticity.tag(credential.userIdentifier, generation: stored.generation, keyring: cipher.keyring)
+                    ))
+            } catch {
+                logger.error(
+                    "a stored credential cannot be authenticated on upgrade; it will be refused", metadata: ["problem": "\(error)"])
+            }
+        }
+        for (user, tag) in tags {
+            try await connection.query(
+                "UPDATE tokend_credentials SET row_mac = \(ByteBuffer(bytes: tag)) WHERE user_identifier = \(user)", logger: logger
+            ).collect()
+        }
+        if !tags.isEmpty { logger.notice("authenticated the stored credentials", metadata: ["count": "\(tags.count)"]) }
     }
 
     /// Records that this node is alive (for `Status`).

@@ -35,6 +35,15 @@ public final class PostgresCredentialStore: CredentialStore {
     /// Leases this node holds, by user identifier → fencing counter; writes of those credentials
     /// are fenced by it.
     let leaseBook = Mutex<[String: Int64]>([:])
+    /// Per credential, the newest row this node has read or written, authenticated: its
+    /// generation (a row older than that is a rollback) and its content digest (so a
+    /// status-only write can authenticate the row without reading it again). Kept after a
+    /// removal, so an old row written back is still recognised.
+    let seenRows = Mutex<[String: SeenRow]>([:])
+    /// Refused rows already reported, as "kind generation user", so a reconciliation does not
+    /// report the same one again every interval.
+    private let reportedRefusals = Mutex<Set<String>>([])
+    private let integrityObserver = Mutex<(@Sendable (IntegrityFailure) -> Void)?>(nil)
 
     /// Connects, and brings the schema up to date (safe when several nodes start at once).
     ///
@@ -73,7 +82,7 @@ public final class PostgresCredentialStore: CredentialStore {
         self.monitor = HealthMonitor(now: now)
         var configuration = PostgresClient.Configuration(
             host: address.host, port: address.port, username: address.user, password: settings.password,
-            database: address.database, tls: .prefer(.makeClientConfiguration())
+            database: address.database, tls: try Self.tls(settings.tls)
         )
         configuration.options.connectTimeout = .milliseconds(settings.operationTimeoutMilliseconds)
         configuration.options.maximumConnections = 8
@@ -87,6 +96,29 @@ public final class PostgresCredentialStore: CredentialStore {
         runTask = Task { await client.run() }
     }
 
+    /// The client's TLS settings; the CA file is read now, so a missing or unreadable one is
+    /// reported at start, naming it.
+    static func tls(_ mode: PostgresTLSMode) throws -> PostgresClient.Configuration.TLS {
+        switch mode {
+        case .prefer:
+            return .prefer(.makeClientConfiguration())
+        case .verifyFull(let caFile):
+            let roots: [NIOSSLCertificate]
+            do {
+                roots = try NIOSSLCertificate.fromPEMFile(caFile)
+            } catch {
+                throw StorageError(code: .database, message: "store tls_ca_file \(caFile) cannot be read as PEM certificates (\(error))")
+            }
+            guard !roots.isEmpty else {
+                throw StorageError(code: .database, message: "store tls_ca_file \(caFile) holds no certificate")
+            }
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.trustRoots = .certificates(roots)
+            configuration.certificateVerification = .fullVerification
+            return .require(configuration)
+        }
+    }
+
     /// A cipher over the current keyring.
     var cipher: CredentialCipher { CredentialCipher(keyring: keyringBox.withLock { $0 }) }
 
@@ -94,6 +126,48 @@ public final class PostgresCredentialStore: CredentialStore {
 
     /// The store's health now.
     public var health: StoreHealth { monitor.current }
+
+    /// Calls `observer` for every row refused by its integrity check (the daemon counts them).
+    public func onIntegrityFailure(_ observer: @escaping @Sendable (IntegrityFailure) -> Void) {
+        integrityObserver.withLock { $0 = observer }
+    }
+
+    /// Logs and reports a refused row, once per row version.
+    func reportIntegrity(_ error: StorageError, kind: IntegrityFailure, user: String, generation: Int64?) {
+        let first = reportedRefusals.withLock { $0.insert("\(kind.rawValue) \(generation.map(String.init) ?? "?") \(user)").inserted }
+        guard first else { return }
+        logger.error(
+            "refused a credential row that failed its integrity check: \(error.message)",
+            metadata: ["user_identifier": "\(user)", "integrity": "\(kind.rawValue)"])
+        integrityObserver.withLock { $0 }?(kind)
+    }
+
+    /// The generations of the newest rows seen, to compare rows read from now on with.
+    func seenGenerations() -> [String: Int64] { seenRows.withLock { $0.mapValues(\.generation) } }
+
+    /// Records an authenticated row read or written at `generation`.
+    func noteSeen(_ user: String, generation: Int64, contentDigest: [UInt8]) {
+        seenRows.withLock { rows in
+            if let seen = rows[user], seen.generation > generation { return }
+            rows[user] = SeenRow(generation: generation, contentDigest: contentDigest)
+        }
+    }
+
+    /// Checks an authenticated row's generation against `floor`, the newest this node had seen
+    /// before the read began (a row read later can only be as new or newer), and records it.
+    ///
+    /// - Throws: ``StorageError`` `.integrity` if the row is older: it was rolled back.
+    func admit(_ user: String, generation: Int64, contentDigest: [UInt8], floor: Int64?) throws {
+        if let floor, generation < floor {
+            let error = StorageError(
+                code: .integrity,
+                message: "stored credential '\(user)' was rolled back to generation \(generation); this node has seen generation "
+                    + "\(floor); it is refused")
+            reportIntegrity(error, kind: .rolledBack, user: user, generation: generation)
+            throw error
+        }
+        noteSeen(user, generation: generation, contentDigest: contentDigest)
+    }
 
     public func close() async throws {
         let already = isClosed.withLock { closed in
@@ -175,6 +249,20 @@ public final class PostgresCredentialStore: CredentialStore {
         if error is CancellationError { return ("cancelled", false) }
         return ("the database is unreachable (\(type(of: error)))", false)
     }
+}
+
+/// Why a stored row was refused.
+public enum IntegrityFailure: String, Sendable, Hashable, CaseIterable {
+    /// Its authentication tag does not match: it was edited outside tokend.
+    case altered
+    /// It is older than a row this node has seen: an old copy was written back.
+    case rolledBack = "rolled_back"
+}
+
+/// The newest authenticated row of a credential a node has seen.
+struct SeenRow: Sendable {
+    var generation: Int64
+    var contentDigest: [UInt8]
 }
 
 /// Tracks whether the database answers; told by every operation and by the `LISTEN` connection.

@@ -13,10 +13,12 @@ public struct PostgresStoreSettings: Sendable, Equatable {
     public var reconcileMilliseconds: Int64
     /// The longest one database operation may take before it counts as a failure (milliseconds).
     public var operationTimeoutMilliseconds: Int64
+    /// Whether the connection must be encrypted and the server's certificate verified.
+    public var tls: PostgresTLSMode
 
     public init(
         url: String, password: String?, leaseMilliseconds: Int64, nodeName: String, reconcileMilliseconds: Int64 = 30_000,
-        operationTimeoutMilliseconds: Int64 = 5_000
+        operationTimeoutMilliseconds: Int64 = 5_000, tls: PostgresTLSMode = .prefer
     ) {
         self.url = url
         self.password = password
@@ -24,5 +26,16 @@ public struct PostgresStoreSettings: Sendable, Equatable {
         self.nodeName = nodeName
         self.reconcileMilliseconds = reconcileMilliseconds
         self.operationTimeoutMilliseconds = operationTimeoutMilliseconds
+        self.tls = tls
     }
+}
+
+/// How the connection to the database is protected (`[store] tls`).
+public enum PostgresTLSMode: Sendable, Equatable {
+    /// TLS if the server offers it (its certificate checked against the system's CAs), else
+    /// plaintext: anyone on the path who answers "no TLS" can read and change the traffic.
+    case prefer
+    /// TLS or no connection, and the server's certificate must chain to a certificate in
+    /// `caFile` and name the host of the store's URL (libpq's `verify-full`).
+    case verifyFull(caFile: String)
 }

@@ -20,6 +20,7 @@ public struct StorageError: Error, CustomStringConvertible {
             case fileSystem
             case corruptRecord
             case unsupported
+            case integrity
         }
 
         private let base: Base
@@ -52,6 +53,9 @@ public struct StorageError: Error, CustomStringConvertible {
         public static var corruptRecord: Code { Code(.corruptRecord) }
         /// This kind of store cannot do that (an online backup of the shared store: `pg_dump`).
         public static var unsupported: Code { Code(.unsupported) }
+        /// A stored row fails its authentication with the master key (edited outside tokend) or
+        /// is older than one already seen (rolled back): it is refused and grants nothing.
+        public static var integrity: Code { Code(.integrity) }
 
         public var description: String { base.rawValue }
     }

@@ -35,6 +35,23 @@ import TokendCore
         #expect(store.password?.value == "db-pass")
         #expect(store.lease == .seconds(20))
         #expect(store.reconcileInterval == .seconds(5))
+        #expect(store.tls == .prefer)
+    }
+
+    @Test func verifyFullNamesTheCAFileRelativeToTheConfiguration() throws {
+        let configuration = try parseConfig(
+            exampleConfig + """
+                [store]
+                kind = "postgresql"
+                url = "postgresql://tokend@db.internal/tokend"
+                tls = "verify-full"
+                tls_ca_file = "db-ca.pem"
+                """)
+        guard case .postgresql(let store) = configuration.store else {
+            Issue.record("not a postgresql store")
+            return
+        }
+        #expect(store.tls == .verifyFull(caFile: "/srv/tokend/etc/db-ca.pem"))
     }
 
     @Test(arguments: [
@@ -46,6 +63,9 @@ import TokendCore
         ("kind = \"postgresql\"\nurl = \"postgresql://u@h/d\"\nlease = \"2h\"", "between"),
         ("kind = \"postgresql\"\nurl = \"postgresql://u@h/d\"\npassword_file = \"missing\"", "cannot read"),
         ("kind = \"postgresql\"\nurl = \"postgresql://u@h/d\"\nleese = \"30s\"", "leese"),
+        ("kind = \"postgresql\"\nurl = \"postgresql://u@h/d\"\ntls = \"verify-full\"", "tls_ca_file"),
+        ("kind = \"postgresql\"\nurl = \"postgresql://u@h/d\"\ntls = \"require\"", "tls"),
+        ("kind = \"postgresql\"\nurl = \"postgresql://u@h/d\"\ntls_ca_file = \"ca.pem\"", "tls_ca_file"),
     ])
     func refusesBadStores(_ body: String, _ expected: String) {
         do {

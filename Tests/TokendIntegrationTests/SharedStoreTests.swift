@@ -19,7 +19,8 @@ struct SharedStoreTests {
 
         init(
             count: Int, lifetime: Int, refreshGrace: Int = 0, lease: String = "6s", daemonExtra: String = "", slowFirstNode: Bool = false,
-            providerExtra: String = "refresh_at = 0.5\nrefresh_margin = \"1s\""
+            providerExtra: String = "refresh_at = 0.5\nrefresh_margin = \"1s\"", reconcile: String = "1s", storeExtra: String = "",
+            metrics: String = ""
         ) async throws {
             try requireVenv()
             directory = try ScratchDirectory()
@@ -45,7 +46,8 @@ struct SharedStoreTests {
                         url = "\(database.url)"
                         password_file = "pg-password"
                         lease = "\(lease)"
-                        reconcile_interval = "1s"
+                        reconcile_interval = "\(reconcile)"
+                        \(storeExtra)
                         """
                 let config = DaemonProcess.configuration(
                     extraDaemon: """
@@ -60,7 +62,7 @@ struct SharedStoreTests {
                         """,
                     providers: providers
                 )
-                let daemon = try DaemonProcess(configuration: config, directory: node)
+                let daemon = try DaemonProcess(configuration: config + "\n" + metrics + "\n", directory: node)
                 // The first node creates the key file; the others load the same key.
                 try await daemon.start()
                 nodes.append(daemon)

@@ -17,6 +17,8 @@ public final class PostgresServer: @unchecked Sendable {
     public let directory: String
     public let port: Int
     private var server: Process?
+    /// More `-c name=value` server settings for the next ``start()`` (e.g. `ssl=on`).
+    public var serverOptions: [String] = []
     public var dataDirectory: String { directory + "/data" }
     public var logPath: String { directory + "/postgres.log" }
     public var url: String { "postgresql://postgres@127.0.0.1:\(port)/postgres" }
@@ -58,10 +60,11 @@ public final class PostgresServer: @unchecked Sendable {
     public func start() async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = [
-            "--reuid=postgres", "--regid=postgres", "--clear-groups", "--", Self.binDirectory + "/postgres", "-D", dataDirectory,
-            "-c", "listen_addresses=127.0.0.1", "-p", "\(port)", "-k", directory, "-c", "fsync=off", "-c", "max_connections=100",
-        ]
+        process.arguments =
+            [
+                "--reuid=postgres", "--regid=postgres", "--clear-groups", "--", Self.binDirectory + "/postgres", "-D", dataDirectory,
+                "-c", "listen_addresses=127.0.0.1", "-p", "\(port)", "-k", directory, "-c", "fsync=off", "-c", "max_connections=100",
+            ] + serverOptions.flatMap { ["-c", $0] }
         process.currentDirectoryURL = URL(fileURLWithPath: "/tmp")
         FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))

@@ -17,6 +17,8 @@ enum MetricName {
     /// Credentials whose tokens live no longer than their provider's `refresh_margin`.
     static let shortLived = "tokend_credentials_shorter_than_margin"
     static let reloads = "tokend_reloads_total"
+    /// Shared-store rows refused by their integrity check, by `kind` (`altered`, `rolled_back`).
+    static let storeIntegrityFailures = "tokend_store_integrity_failures_total"
 }
 
 /// Counts calls by method and error through swift-metrics (`tokend_requests_total`).

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import TokendConfig
 import TokendCore
@@ -30,10 +31,13 @@ extension TokendDaemon {
             let store = try await PostgresCredentialStore.open(
                 settings: PostgresStoreSettings(
                     url: settings.url, password: settings.password?.value, leaseMilliseconds: settings.lease.milliseconds,
-                    nodeName: node, reconcileMilliseconds: settings.reconcileInterval.milliseconds
+                    nodeName: node, reconcileMilliseconds: settings.reconcileInterval.milliseconds, tls: Self.tlsMode(settings.tls)
                 ),
                 keyring: keyring, logger: logger, productVersion: DaemonInfo.version, eventLoopGroup: group
             )
+            store.onIntegrityFailure { kind in
+                Counter(label: MetricName.storeIntegrityFailures, dimensions: [("kind", kind.rawValue)]).increment()
+            }
             let coordination = PostgresRefreshCoordination(store: store, productVersion: DaemonInfo.version, logger: logger)
             logger.notice(
                 "sharing credentials with other nodes",
@@ -63,6 +67,14 @@ extension TokendDaemon {
             reconcile: { generations in await registry.reconcile(with: generations) }
         )
         return Task { await shared.run(handlers: handlers) }
+    }
+
+    /// `[store] tls` as the shared store takes it.
+    static func tlsMode(_ tls: StoreTLS) -> PostgresTLSMode {
+        switch tls {
+        case .prefer: .prefer
+        case .verifyFull(let caFile): .verifyFull(caFile: caFile)
+        }
     }
 
     /// The host name, the default node name.

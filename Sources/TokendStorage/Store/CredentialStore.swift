@@ -46,6 +46,15 @@ public protocol CredentialStore: Sendable {
     /// - Throws: `.alreadyExists` if one exists and `replacing` is `false`.
     func insert(_ credential: Credential, replacing: Bool) async throws -> Credential
 
+    /// ``insert(_:replacing:)`` on condition that the stored row is still what the caller
+    /// checked its permission against, tested in the same statement or transaction as the write:
+    /// a node whose view lags behind the store (a shared store) cannot let a caller overwrite a
+    /// credential it has not seen, or one that changed since.
+    ///
+    /// - Throws: `.conflict` if the stored row is not as expected (the caller re-reads it and
+    ///   checks again), `.alreadyExists` as ``insert(_:replacing:)``.
+    func insert(_ credential: Credential, replacing: Bool, expecting: StoredRowExpectation) async throws -> Credential
+
     /// Overwrites a credential if, and only if, it is still at `expectedGeneration`
     /// (compare-and-swap). Tokens are re-sealed under the current key.
     ///
@@ -99,6 +108,14 @@ public protocol CredentialStore: Sendable {
     /// - Returns: Whether there was one to delete.
     @discardableResult
     func remove(userIdentifier: String) async throws -> Bool
+
+    /// Deletes a credential if, and only if, it is still at `expectedGeneration` (the row the
+    /// caller checked its permission against).
+    ///
+    /// - Returns: Whether it was deleted.
+    /// - Throws: `.conflict` if the stored row is at another generation.
+    @discardableResult
+    func remove(userIdentifier: String, expectedGeneration: Int64) async throws -> Bool
 
     /// Makes `keyring` the store's keyring and re-seals every token that is not under its current
     /// key, in batches of short transactions. Generations do not change: the credentials' content
@@ -156,6 +173,18 @@ public struct StoreBackup: Sendable {
         self.credentials = credentials
         self.schemaVersion = schemaVersion
     }
+}
+
+/// What the stored row must be for a conditional write
+/// (``CredentialStore/insert(_:replacing:expecting:)``) to go ahead.
+public enum StoredRowExpectation: Sendable, Hashable {
+    /// No credential is stored under the identifier.
+    case absent
+    /// The credential is stored at this generation.
+    case generation(Int64)
+
+    /// What a caller that sees `generation` (nil: no credential) expects.
+    public init(seen generation: Int64?) { self = generation.map { .generation($0) } ?? .absent }
 }
 
 /// What ``CredentialStore/beginGrant(userIdentifier:startedAt:shouldStart:)`` did.

@@ -46,14 +46,25 @@ extension SQLiteCredentialStore {
     }
 
     public func insert(_ credential: Credential, replacing: Bool) async throws -> Credential {
+        try await insert(credential, replacing: replacing, expecting: nil)
+    }
+
+    public func insert(_ credential: Credential, replacing: Bool, expecting: StoredRowExpectation) async throws -> Credential {
+        try await insert(credential, replacing: replacing, expecting: Optional(expecting))
+    }
+
+    private func insert(_ credential: Credential, replacing: Bool, expecting: StoredRowExpectation?) async throws -> Credential {
         let updatedAt = now()
         return try await write("store credential '\(credential.userIdentifier)'", singleChange: true) { db in
-            let exists =
-                try Bool.fetchOne(
-                    db,
-                    sql: "SELECT EXISTS (SELECT 1 FROM credentials WHERE user_identifier = ?)",
-                    arguments: [credential.userIdentifier]
-                ) ?? false
+            let current = try Int64.fetchOne(
+                db, sql: "SELECT generation FROM credentials WHERE user_identifier = ?", arguments: [credential.userIdentifier])
+            let exists = current != nil
+            if let expecting, expecting != StoredRowExpectation(seen: current) {
+                throw StorageError(
+                    code: .conflict,
+                    message: "credential '\(credential.userIdentifier)' is not as the caller last saw it (stored generation "
+                        + "\(current.map(String.init) ?? "none"))")
+            }
             if exists && !replacing {
                 throw StorageError(
                     code: .alreadyExists,
@@ -123,6 +134,22 @@ extension SQLiteCredentialStore {
     @discardableResult
     public func remove(userIdentifier: String) async throws -> Bool {
         try await write("remove credential '\(userIdentifier)'", singleChange: true) { db in
+            try db.execute(sql: "DELETE FROM credentials WHERE user_identifier = ?", arguments: [userIdentifier])
+            return db.changesCount > 0
+        }
+    }
+
+    public func remove(userIdentifier: String, expectedGeneration: Int64) async throws -> Bool {
+        try await write("remove credential '\(userIdentifier)'", singleChange: true) { db in
+            let stored = try Int64.fetchOne(
+                db, sql: "SELECT generation FROM credentials WHERE user_identifier = ?", arguments: [userIdentifier])
+            guard let stored else { return false }
+            guard stored == expectedGeneration else {
+                throw StorageError(
+                    code: .conflict,
+                    message: "credential '\(userIdentifier)' was changed by another writer (stored generation \(stored), "
+                        + "expected \(expectedGeneration))")
+            }
             try db.execute(sql: "DELETE FROM credentials WHERE user_identifier = ?", arguments: [userIdentifier])
             return db.changesCount > 0
         }

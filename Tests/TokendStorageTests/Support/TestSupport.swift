@@ -167,6 +167,12 @@ struct RequirementsOnlyStore: CredentialStore {
         try await base.updateStatus(userIdentifier: userIdentifier, status: status, expectedGeneration: expectedGeneration)
     }
     func remove(userIdentifier: String) async throws -> Bool { try await base.remove(userIdentifier: userIdentifier) }
+    func insert(_ credential: Credential, replacing: Bool, expecting: StoredRowExpectation) async throws -> Credential {
+        try await base.insert(credential, replacing: replacing, expecting: expecting)
+    }
+    func remove(userIdentifier: String, expectedGeneration: Int64) async throws -> Bool {
+        try await base.remove(userIdentifier: userIdentifier, expectedGeneration: expectedGeneration)
+    }
     func reencrypt(under keyring: Keyring) async throws -> Int { try await base.reencrypt(under: keyring) }
     func keyIDsInUse() async throws -> Set<String> { try await base.keyIDsInUse() }
     func close() async throws { try await base.close() }
