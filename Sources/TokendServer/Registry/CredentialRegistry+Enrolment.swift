@@ -87,15 +87,7 @@ extension CredentialRegistry {
             action: "replace")
         enrolments.reserve(caller)
         defer { enrolments.release(caller) }
-        let stored: Credential
-        do {
-            stored = try await store.insert(credential, replacing: request.replace)
-        } catch let error as StorageError where error.code == .alreadyExists {
-            throw .credentialExists(request.userIdentifier)
-        } catch {
-            logger.error("storing a credential failed: \(error)", metadata: ["user_identifier": "\(request.userIdentifier)"])
-            throw .storageFailed("the credential could not be stored")
-        }
+        let stored = try await insertChecked(credential, request: request, caller: caller)
         grants.forget(stored.userIdentifier)
         plan(stored, providers: settings.current.providers)
         view.store(entry(for: stored, providers: settings.current.providers))
@@ -143,6 +135,8 @@ extension CredentialRegistry {
             view.remove(userIdentifier)
             throw .unknownUser(userIdentifier)
         }
+        // Checked again against the stored row, which a node's view may lag behind (a shared store).
+        try enrolments.checkRemoval(user: userIdentifier, readers: stored.readers, caller: caller, settings: current)
         // Revoke first (RFC 7009), so the refresh token dies with the credential. A provider
         // that cannot be reached does not stop the removal the caller asked for. Only what
         // tokend got from the provider is revoked (``RevocationRule``).
@@ -167,7 +161,10 @@ extension CredentialRegistry {
             }
         }
         do {
-            _ = try await store.remove(userIdentifier: userIdentifier)
+            // Only the row checked above: one written since is not removed.
+            _ = try await store.remove(userIdentifier: userIdentifier, expectedGeneration: stored.generation)
+        } catch let error as StorageError where error.code == .conflict {
+            throw .storageFailed("the credential changed while it was being removed; try again")
         } catch {
             logger.error("removing a credential failed: \(error)", metadata: ["user_identifier": "\(userIdentifier)"])
             throw .storageFailed("the credential could not be removed")
