@@ -124,7 +124,8 @@ struct DockerCredentialHelperTests {
     }
 
     static func skopeo(_ arguments: [String], _ setup: HelperSetup) async throws -> ChildProcess.Output {
-        try await ChildProcess.run("/usr/bin/skopeo", arguments, environment: setup.environment, timeout: .seconds(120))
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/skopeo"), "skopeo is installed by scripts/setup-host.sh")
+        return try await ChildProcess.run("/usr/bin/skopeo", arguments, environment: setup.environment, timeout: .seconds(120))
     }
 
     @Test func skopeoPushesAndListsTagsWithTheCurrentTokenFollowsARotationAndFailsOnceRevoked() async throws {
