@@ -47,11 +47,11 @@ extension PostgresCredentialStore {
         }
     }
 
-    /// One row through ``verifiedCredential(from:cipher:)`` and ``admit(_:generation:contentDigest:floor:)``.
+    /// One row through ``verifiedCredential(from:cipher:)`` and ``admit(_:generation:contentDigest:salt:floor:)``.
     func admitRow(_ row: PostgresRow, cipher: CredentialCipher, floors: [String: Int64]) throws -> Credential {
-        let (credential, digest): (Credential, [UInt8])
+        let (credential, authenticity): (Credential, RowAuthenticity)
         do {
-            (credential, digest) = try Self.verifiedCredential(from: row, cipher: cipher)
+            (credential, authenticity) = try Self.verifiedCredential(from: row, cipher: cipher)
         } catch let error as StorageError where error.code == .integrity {
             let cells = row.makeRandomAccess()
             reportIntegrity(
@@ -60,7 +60,9 @@ extension PostgresCredentialStore {
             throw error
         }
         let user = credential.userIdentifier
-        try admit(user, generation: credential.generation, contentDigest: digest, floor: floors[user])
+        try admit(
+            user, generation: credential.generation, contentDigest: authenticity.contentDigest, salt: authenticity.salt, floor: floors[user]
+        )
         return credential
     }
 
@@ -154,7 +156,7 @@ extension PostgresCredentialStore {
             }
             throw StorageError(code: .alreadyExists, message: "a credential for '\(user)' already exists")
         }
-        noteSeen(user, generation: generation, contentDigest: authenticity.contentDigest)
+        noteSeen(user, generation: generation, contentDigest: authenticity.contentDigest, salt: authenticity.salt)
         var stored = credential
         stored.generation = generation
         return stored
@@ -162,8 +164,9 @@ extension PostgresCredentialStore {
 
     public func update(_ credential: Credential, expectedGeneration: Int64) async throws -> Credential {
         let values = try Self.columnValues(credential, cipher: cipher)
+        let authenticity = RowAuthenticity(values)
         let generation = try await compareAndSwap(
-            credential.userIdentifier, expectedGeneration, values, contentDigest: RowAuthenticity(values).contentDigest,
+            credential.userIdentifier, expectedGeneration, values, content: (authenticity.contentDigest, authenticity.salt),
             what: "update credential")
         var stored = credential
         stored.generation = generation
@@ -173,17 +176,20 @@ extension PostgresCredentialStore {
     @discardableResult
     public func updateStatus(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64 {
         try await compareAndSwap(
-            userIdentifier, expectedGeneration, Self.statusValues(status), contentDigest: nil, what: "update the status of credential")
+            userIdentifier, expectedGeneration, Self.statusValues(status), content: nil, what: "update the status of credential")
     }
 
     /// `UPDATE … WHERE generation = expected`, fenced by this node's lease on the credential if
     /// it holds one; throws `.conflict` or `.notFound` when no row matched.
     ///
-    /// The new row's authentication tag covers its content digest: `contentDigest` for a whole
-    /// row, else (a status-only write) that of the row at `expectedGeneration`, remembered from
-    /// the last read or write of it or read and checked now.
+    /// The new row's authentication tag covers its content digest: `content`'s for a whole row,
+    /// else (a status-only write) that of the row at `expectedGeneration`, remembered from the
+    /// last read or write of it or read and checked now; a status-only write also requires the
+    /// row's salt to be the one that content had (a key rotation re-seals without a new
+    /// generation).
     private func compareAndSwap(
-        _ user: String, _ expectedGeneration: Int64, _ columns: [(String, ColumnValue)], contentDigest: [UInt8]?, what: String
+        _ user: String, _ expectedGeneration: Int64, _ columns: [(String, ColumnValue)], content: (digest: [UInt8], salt: [UInt8])?,
+        what: String
     ) async throws -> Int64 {
         let fence = leaseBook.withLock { $0[user] }
         let count = columns.count
@@ -191,7 +197,7 @@ extension PostgresCredentialStore {
         let sql = """
             UPDATE tokend_credentials SET \(assignments.joined(separator: ", ")),
                 generation = $\(count + 5), row_mac = $\(count + 6), updated_at = tokend_now_ms()
-            WHERE user_identifier = $\(count + 1) AND generation = $\(count + 2)
+            WHERE user_identifier = $\(count + 1) AND generation = $\(count + 2) AND ($\(count + 7)::bytea IS NULL OR salt = $\(count + 7))
               AND ($\(count + 3)::bigint IS NULL OR EXISTS (
                   SELECT 1 FROM tokend_leases l
                   WHERE l.user_identifier = $\(count + 1) AND l.holder = $\(count + 4) AND l.fencing = $\(count + 3)))
@@ -200,13 +206,14 @@ extension PostgresCredentialStore {
         let statusNames = Set(Self.statusColumns.map(\.0))
         let status = columns.filter { statusNames.contains($0.0) }
         let seen = seenRows.withLock { $0[user] }
-        let knownDigest = contentDigest ?? (seen?.generation == expectedGeneration ? seen?.contentDigest : nil)
+        let known = content ?? seen.flatMap { $0.generation == expectedGeneration ? ($0.contentDigest, $0.salt) : nil }
+        let statusOnly = content == nil
         let cipher = cipher
         let logger = logger
         let node = settings.nodeName
-        let written: (generation: Int64, digest: [UInt8]) = try await run("\(what) '\(user)'") { [sql] client in
-            var digest = knownDigest
-            if digest == nil {
+        let written: (generation: Int64, digest: [UInt8], salt: [UInt8]) = try await run("\(what) '\(user)'") { [sql] client in
+            var known = known
+            if known == nil {
                 // A status-only write of a row this node has not read at that generation: read and check it first.
                 var read = PostgresQuery(
                     unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = $1 AND generation = $2")
@@ -214,12 +221,12 @@ extension PostgresCredentialStore {
                 try read.binds.append(expectedGeneration)
                 for try await row in try await client.query(read, logger: logger) {
                     _ = try self.admitRow(row, cipher: cipher, floors: [:])
-                    digest = self.seenRows.withLock { $0[user]?.contentDigest }
+                    known = self.seenRows.withLock { $0[user].map { ($0.contentDigest, $0.salt) } }
                 }
             }
             let generation = try await Self.nextGeneration(client, logger: logger)
             // Without a digest the row is gone or moved on, and the update below matches nothing.
-            let tag = RowAuthenticity(contentDigest: digest ?? [], status: status).tag(
+            let tag = RowAuthenticity(contentDigest: known?.digest ?? [], status: status).tag(
                 user, generation: generation, keyring: cipher.keyring)
             var query = PostgresQuery(unsafeSQL: sql)
             for (_, value) in columns { try value.append(to: &query.binds) }
@@ -229,9 +236,10 @@ extension PostgresCredentialStore {
             try query.binds.append(node)
             try query.binds.append(generation)
             try query.binds.append(ByteBuffer(bytes: tag))
+            try query.binds.append(statusOnly ? ByteBuffer(bytes: known?.salt ?? []) : nil)
             var updated: Int64?
             for try await value in try await client.query(query, logger: logger).decode(Int64.self) { updated = value }
-            if let updated, let digest { return (updated, digest) }
+            if let updated, let known { return (updated, known.digest, known.salt) }
             // Explain the miss: gone, moved on, or our lease was taken over.
             var stored: Int64?
             for try await value in try await client.query(
@@ -252,7 +260,7 @@ extension PostgresCredentialStore {
                 message: "credential '\(user)' was changed by another writer (stored generation \(stored), expected \(expectedGeneration))"
             )
         }
-        noteSeen(user, generation: written.generation, contentDigest: written.digest)
+        noteSeen(user, generation: written.generation, contentDigest: written.digest, salt: written.salt)
         return written.generation
     }
 
@@ -378,7 +386,8 @@ extension PostgresCredentialStore {
                         try query.binds.append(credential.userIdentifier)
                         try await connection.query(query, logger: logger).collect()
                         self.noteSeen(
-                            credential.userIdentifier, generation: credential.generation, contentDigest: authenticity.contentDigest)
+                            credential.userIdentifier, generation: credential.generation, contentDigest: authenticity.contentDigest,
+                            salt: authenticity.salt)
                     }
                     return (rows.count + refused, rows.count)
                 }

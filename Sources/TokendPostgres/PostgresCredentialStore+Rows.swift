@@ -38,9 +38,14 @@ enum ColumnKind: Sendable {
 struct RowAuthenticity: Sendable {
     var contentDigest: [UInt8]
     var status: [(String, AuthenticatedValue)]
+    /// The row's salt: new with every write of the content (a re-seal by key rotation too,
+    /// which keeps the generation), so a status-only write can require that the content it
+    /// authenticates is still the stored one.
+    var salt: [UInt8] = []
 
     init(_ columns: [(String, ColumnValue)]) {
         let status = Set(PostgresCredentialStore.statusColumns.map(\.0))
+        if case .bytes(let salt?)? = columns.first(where: { $0.0 == "salt" })?.1 { self.salt = salt }
         contentDigest = RowAuthentication.contentDigest(columns.filter { !status.contains($0.0) }.map { ($0.0, $0.1.authenticated) })
         self.status = columns.filter { status.contains($0.0) }.map { ($0.0, $0.1.authenticated) }
     }
@@ -132,13 +137,13 @@ extension PostgresCredentialStore {
     /// - Returns: the credential and the digest of its content (for a later status-only write).
     /// - Throws: ``StorageError`` `.integrity` if the tag does not match (the row was edited
     ///   outside tokend), `.corruptRecord` or `.decryption` as before.
-    static func verifiedCredential(from row: PostgresRow, cipher: CredentialCipher) throws -> (Credential, contentDigest: [UInt8]) {
+    static func verifiedCredential(from row: PostgresRow, cipher: CredentialCipher) throws -> (Credential, RowAuthenticity) {
         let user = (try? row.makeRandomAccess()["user_identifier"].decode(String.self)) ?? "?"
         let (authenticity, generation, tag) = try authenticity(of: row)
         try RowAuthentication.verify(
             tag, userIdentifier: user, contentDigest: authenticity.contentDigest, status: authenticity.status, generation: generation,
             keyring: cipher.keyring)
-        return (try credential(from: row, cipher: cipher), authenticity.contentDigest)
+        return (try credential(from: row, cipher: cipher), authenticity)
     }
 
     /// What a row's tag authenticates, read from the row as stored, and the tag.

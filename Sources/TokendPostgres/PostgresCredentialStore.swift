@@ -146,10 +146,10 @@ public final class PostgresCredentialStore: CredentialStore {
     func seenGenerations() -> [String: Int64] { seenRows.withLock { $0.mapValues(\.generation) } }
 
     /// Records an authenticated row read or written at `generation`.
-    func noteSeen(_ user: String, generation: Int64, contentDigest: [UInt8]) {
+    func noteSeen(_ user: String, generation: Int64, contentDigest: [UInt8], salt: [UInt8]) {
         seenRows.withLock { rows in
             if let seen = rows[user], seen.generation > generation { return }
-            rows[user] = SeenRow(generation: generation, contentDigest: contentDigest)
+            rows[user] = SeenRow(generation: generation, contentDigest: contentDigest, salt: salt)
         }
     }
 
@@ -157,7 +157,7 @@ public final class PostgresCredentialStore: CredentialStore {
     /// before the read began (a row read later can only be as new or newer), and records it.
     ///
     /// - Throws: ``StorageError`` `.integrity` if the row is older: it was rolled back.
-    func admit(_ user: String, generation: Int64, contentDigest: [UInt8], floor: Int64?) throws {
+    func admit(_ user: String, generation: Int64, contentDigest: [UInt8], salt: [UInt8], floor: Int64?) throws {
         if let floor, generation < floor {
             let error = StorageError(
                 code: .integrity,
@@ -166,7 +166,7 @@ public final class PostgresCredentialStore: CredentialStore {
             reportIntegrity(error, kind: .rolledBack, user: user, generation: generation)
             throw error
         }
-        noteSeen(user, generation: generation, contentDigest: contentDigest)
+        noteSeen(user, generation: generation, contentDigest: contentDigest, salt: salt)
     }
 
     public func close() async throws {
@@ -263,6 +263,7 @@ public enum IntegrityFailure: String, Sendable, Hashable, CaseIterable {
 struct SeenRow: Sendable {
     var generation: Int64
     var contentDigest: [UInt8]
+    var salt: [UInt8]
 }
 
 /// Tracks whether the database answers; told by every operation and by the `LISTEN` connection.

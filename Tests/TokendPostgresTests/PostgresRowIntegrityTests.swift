@@ -137,6 +137,31 @@ struct PostgresRowIntegrityTests {
         }
     }
 
+    /// Key rotation re-seals a row without a new generation: a node that read the row before
+    /// cannot tag a status write over the content it remembers (the salt changed); it gets a
+    /// conflict, and the row stays authentic for every node.
+    @Test func aStatusWriteAfterAnotherNodesRotationConflictsInsteadOfBreakingTheRow() async throws {
+        try await withServer { server in
+            // Every node has the new key file; node a re-seals.
+            let newKeys = Keyring(current: MasterKey.generate(), older: [Fixture.keyring.current])
+            let a = try await Fixture.open(server, node: "a")
+            let b = try await Fixture.open(server, node: "b", keyring: newKeys)
+            let alice = try await a.insert(Fixture.credential("alice"), replacing: false)
+            #expect(try await b.load(userIdentifier: "alice") != nil)
+            #expect(try await a.reencrypt(under: newKeys) == 1)
+            var status = alice.status
+            status.state = .refreshing
+            await #expect(throws: StorageError(code: .conflict, message: "")) {
+                try await b.updateStatus(userIdentifier: "alice", status: status, expectedGeneration: alice.generation)
+            }
+            #expect(try await a.load(userIdentifier: "alice")?.status.state == .valid)
+            let reread = try #require(try await b.load(userIdentifier: "alice"))
+            _ = try await b.updateStatus(userIdentifier: "alice", status: status, expectedGeneration: reread.generation)
+            #expect(try await a.load(userIdentifier: "alice")?.status.state == .refreshing)
+            for store in [a, b] { try await store.close() }
+        }
+    }
+
     /// Add, replace and remove with the row the caller checked: a stale view (nothing, or an
     /// older generation) writes nothing, and the row stays as it is.
     @Test func conditionalWritesCheckTheStoredRowInTheSameStatement() async throws {
