@@ -35,24 +35,54 @@ func SocketPath() string {
 	return DefaultSocketPath
 }
 
-// Option configures a Client, a TokenSource, a Transport, a DPoPTransport, a NarrowedToken call
-// or a DPoPProof call. Options that do not apply to what they are given to are ignored.
-type Option func(*settings)
+// Option is a ClientOption or a CallOption. TokenSource, NewTransport and NewDPoPTransport make
+// (or take, WithClient) a client and call it, so they take both; NewClient and Dial take
+// ClientOptions, NarrowedToken and DPoPProof CallOptions.
+type Option interface{ apply(*settings) }
 
-type settings struct {
+// ClientOption configures a Client: its socket, timeout and message limit (or, for a
+// TokenSource or a Transport, which Client: WithClient).
+type ClientOption func(*clientSettings)
+
+// CallOption configures calls: how long the token must stay valid, a narrowed token's scope or
+// resource, a DPoP proof's nonce.
+type CallOption func(*callSettings)
+
+func (o ClientOption) apply(s *settings) { o(&s.clientSettings) }
+func (o CallOption) apply(s *settings)   { o(&s.callSettings) }
+
+type clientSettings struct {
 	socket     string
 	timeout    time.Duration
 	maxMessage int
-	minValid   time.Duration
-	nonce      string
-	scope      string
-	resource   string
 	client     *Client
-	ctx        context.Context
+}
+
+type callSettings struct {
+	minValid time.Duration
+	nonce    string
+	scope    string
+	resource string
+}
+
+type settings struct {
+	clientSettings
+	callSettings
 }
 
 func newSettings(opts []Option) settings {
-	s := settings{timeout: DefaultTimeout, maxMessage: DefaultMaxMessageBytes}
+	s := settings{clientSettings: newClientSettings(nil)}
+	for _, opt := range opts {
+		opt.apply(&s)
+	}
+	if s.socket == "" {
+		s.socket = SocketPath()
+	}
+	return s
+}
+
+func newClientSettings(opts []ClientOption) clientSettings {
+	s := clientSettings{timeout: DefaultTimeout, maxMessage: DefaultMaxMessageBytes}
 	for _, opt := range opts {
 		opt(&s)
 	}
@@ -62,13 +92,21 @@ func newSettings(opts []Option) settings {
 	return s
 }
 
+func newCallSettings(opts []CallOption) callSettings {
+	var s callSettings
+	for _, opt := range opts {
+		opt(&s)
+	}
+	return s
+}
+
 // WithSocket sets the daemon's socket (default: SocketPath()).
-func WithSocket(path string) Option { return func(s *settings) { s.socket = path } }
+func WithSocket(path string) ClientOption { return func(s *clientSettings) { s.socket = path } }
 
 // WithTimeout sets how long one call may wait for its reply, connecting included (default
 // DefaultTimeout). A context deadline that comes sooner wins.
-func WithTimeout(d time.Duration) Option {
-	return func(s *settings) {
+func WithTimeout(d time.Duration) ClientOption {
+	return func(s *clientSettings) {
 		if d > 0 {
 			s.timeout = d
 		}
@@ -76,8 +114,8 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithMaxMessageBytes sets the longest reply accepted (default DefaultMaxMessageBytes).
-func WithMaxMessageBytes(n int) Option {
-	return func(s *settings) {
+func WithMaxMessageBytes(n int) ClientOption {
+	return func(s *clientSettings) {
 		if n > 0 {
 			s.maxMessage = n
 		}
@@ -87,29 +125,36 @@ func WithMaxMessageBytes(n int) Option {
 // WithMinValid sets how long a token from a TokenSource, a Transport, a DPoPTransport or a
 // DPoPProof call must stay valid; tokend refreshes first when the current one expires sooner
 // (default 0: any unexpired token).
-func WithMinValid(d time.Duration) Option { return func(s *settings) { s.minValid = d } }
+func WithMinValid(d time.Duration) CallOption { return func(s *callSettings) { s.minValid = d } }
 
 // WithNonce sets the nonce of a DPoPProof call: the DPoP-Nonce the resource server sent
 // (default "": the proof has no nonce).
-func WithNonce(nonce string) Option { return func(s *settings) { s.nonce = nonce } }
+func WithNonce(nonce string) CallOption { return func(s *callSettings) { s.nonce = nonce } }
 
 // WithScope asks a NarrowedToken call, a TokenSource or a Transport for a token narrowed to
 // scope: space-separated scope values, a subset of the credential's scope (default "": the
 // credential's own token). DPoPProof and DPoPTransport ignore it.
-func WithScope(scope string) Option { return func(s *settings) { s.scope = scope } }
+func WithScope(scope string) CallOption { return func(s *callSettings) { s.scope = scope } }
 
 // WithResource asks a NarrowedToken call, a TokenSource or a Transport for a token narrowed to
 // the API at uri: an absolute URI, the RFC 8707 resource indicator (default "": the
 // credential's own token). DPoPProof and DPoPTransport ignore it.
-func WithResource(uri string) Option { return func(s *settings) { s.resource = uri } }
+func WithResource(uri string) CallOption { return func(s *callSettings) { s.resource = uri } }
 
 // WithClient makes a TokenSource, a Transport or a DPoPTransport use an existing Client (its
 // socket and timeout) instead of making its own.
-func WithClient(c *Client) Option { return func(s *settings) { s.client = c } }
+func WithClient(c *Client) ClientOption { return func(s *clientSettings) { s.client = c } }
 
 // WithContext sets the context of the calls a TokenSource makes (oauth2.TokenSource.Token
 // takes none). Default: context.Background(), bounded by the client's timeout.
-func WithContext(ctx context.Context) Option { return func(s *settings) { s.ctx = ctx } }
+func WithContext(ctx context.Context) Option {
+	return contextOption(func() context.Context { return ctx })
+}
+
+// contextOption is WithContext's: TokenSource finds it among its options (no settings keep it).
+type contextOption func() context.Context
+
+func (o contextOption) apply(*settings) {}
 
 // Client talks to tokend over its Unix socket. It is safe for concurrent use: each call
 // takes an idle connection or opens one, and connections are reused afterwards. A call that
@@ -126,17 +171,17 @@ type Client struct {
 }
 
 // NewClient returns a client; it connects on its first call.
-func NewClient(opts ...Option) *Client {
-	return newSettings(opts).newClient()
+func NewClient(opts ...ClientOption) *Client {
+	return newClientSettings(opts).newClient()
 }
 
 // newClient is a client with the settings' socket, timeout and message limit.
-func (s settings) newClient() *Client {
+func (s clientSettings) newClient() *Client {
 	return &Client{path: s.socket, timeout: s.timeout, maxMessage: s.maxMessage}
 }
 
 // clientOrNew is the client given with WithClient, else a new one (newClient).
-func (s settings) clientOrNew() *Client {
+func (s clientSettings) clientOrNew() *Client {
 	if s.client != nil {
 		return s.client
 	}
@@ -145,7 +190,7 @@ func (s settings) clientOrNew() *Client {
 
 // Dial returns a client that has connected once, so that a missing daemon shows at once
 // (*DaemonUnavailableError naming the socket).
-func Dial(ctx context.Context, opts ...Option) (*Client, error) {
+func Dial(ctx context.Context, opts ...ClientOption) (*Client, error) {
 	c := NewClient(opts...)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -196,11 +241,8 @@ func (c *Client) Token(ctx context.Context, user string, minValid time.Duration,
 // without narrowed tokens, *RefreshFailedError when the provider refuses or does not narrow, a
 // *VarlinkError matching ErrInvalidParameter (Parameters["parameter"] scope or resource) for a
 // malformed one, and otherwise those of Token.
-func (c *Client) NarrowedToken(ctx context.Context, user string, minValid time.Duration, rejected string, opts ...Option) (*Credentials, error) {
-	var s settings
-	for _, opt := range opts {
-		opt(&s)
-	}
+func (c *Client) NarrowedToken(ctx context.Context, user string, minValid time.Duration, rejected string, opts ...CallOption) (*Credentials, error) {
+	s := newCallSettings(opts)
 	return c.token(ctx, user, minValid, rejected, s.scope, s.resource)
 }
 
@@ -246,21 +288,18 @@ func (c *Client) token(ctx context.Context, user string, minValid time.Duration,
 // Errors: *InvalidCredentialError when the credential's tokens are not DPoP-bound, a
 // *VarlinkError matching ErrInvalidParameter (Parameters["parameter"] httpMethod, httpUri or
 // nonce) for a method, URL or nonce tokend refuses, and otherwise those of Token.
-func (c *Client) DPoPProof(ctx context.Context, user, httpMethod, httpURI string, opts ...Option) (*DPoPProof, error) {
+func (c *Client) DPoPProof(ctx context.Context, user, httpMethod, httpURI string, opts ...CallOption) (*DPoPProof, error) {
 	const method = interfaceName + ".ProvideDPoPProof"
 	if err := checkIdentifier(user, "userIdentifier", method); err != nil {
 		return nil, err
 	}
 	if httpMethod == "" {
-		return nil, &invalidArgumentError{parameter: "httpMethod", method: method, problem: "is empty"}
+		return nil, wrap(&invalidArgumentError{parameter: "httpMethod", method: method, problem: "is empty"})
 	}
 	if httpURI == "" {
-		return nil, &invalidArgumentError{parameter: "httpUri", method: method, problem: "is empty"}
+		return nil, wrap(&invalidArgumentError{parameter: "httpUri", method: method, problem: "is empty"})
 	}
-	var s settings
-	for _, opt := range opts {
-		opt(&s)
-	}
+	s := newCallSettings(opts)
 	parameters := map[string]any{"userIdentifier": user, "httpMethod": httpMethod, "httpUri": httpURI}
 	if s.nonce != "" {
 		parameters["nonce"] = s.nonce
@@ -281,7 +320,7 @@ func (c *Client) DPoPProof(ctx context.Context, user, httpMethod, httpURI string
 			return err
 		}
 		if wire.Proof == nil || *wire.Proof == "" {
-			return &ProtocolError{Method: method, Detail: `field "proof" is missing`}
+			return wrap(&ProtocolError{Method: method, Detail: `field "proof" is missing`})
 		}
 		proof = &DPoPProof{Credentials: *credentials, Proof: *wire.Proof}
 		return nil
@@ -342,7 +381,7 @@ func (c *Client) AddCredential(ctx context.Context, request AddCredentialRequest
 		return err
 	}
 	if request.AccessToken == "" {
-		return &invalidArgumentError{parameter: "accessToken", method: method, problem: "is empty"}
+		return wrap(&invalidArgumentError{parameter: "accessToken", method: method, problem: "is empty"})
 	}
 	parameters := map[string]any{
 		"userIdentifier": request.UserIdentifier,
@@ -362,7 +401,15 @@ func (c *Client) AddCredential(ctx context.Context, request AddCredentialRequest
 		parameters["scope"] = request.Scope
 	}
 	if request.Readers != nil {
-		parameters["readers"] = request.Readers
+		readers := make([]string, len(request.Readers))
+		for i, text := range request.Readers {
+			reader, err := ParseReader(text)
+			if err != nil {
+				return err
+			}
+			readers[i] = reader
+		}
+		parameters["readers"] = readers
 	}
 	if request.Replace {
 		parameters["replace"] = true
@@ -386,7 +433,7 @@ func (c *Client) RemoveCredential(ctx context.Context, user string) error {
 func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) error) error {
 	message, err := json.Marshal(request)
 	if err != nil {
-		return &invalidArgumentError{parameter: "parameters", method: request.Method, problem: "cannot be encoded"}
+		return wrap(&invalidArgumentError{parameter: "parameters", method: request.Method, problem: "cannot be encoded"})
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -403,7 +450,7 @@ func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) 
 			return refused
 		}
 		if !reused || ctx.Err() != nil {
-			return cn.ioError(ctx, err, request.Method)
+			return cn.ioError(ctx.Err(), err, request.Method)
 		}
 		// An idle connection the daemon had closed (it restarted): the call never left,
 		// so it is sent once more on a fresh connection.
@@ -416,7 +463,7 @@ func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) 
 			if refused != nil {
 				return refused
 			}
-			return cn.ioError(ctx, err, request.Method)
+			return cn.ioError(ctx.Err(), err, request.Method)
 		}
 	}
 	healthy := false
@@ -431,7 +478,7 @@ func (c *Client) roundTrip(ctx context.Context, request call, each func(*reply) 
 	for {
 		raw, err := cn.read()
 		if err != nil {
-			return cn.ioError(ctx, err, request.Method)
+			return cn.ioError(ctx.Err(), err, request.Method)
 		}
 		r, err := decodeReply(raw, request.Method)
 		if err != nil {
@@ -499,10 +546,10 @@ func credentialsOf(r *reply, method, user string) (*Credentials, error) {
 	}
 	credentials, missing := parameters.Credentials.credentials()
 	if credentials == nil {
-		return nil, &ProtocolError{Method: method, Detail: fmt.Sprintf("field %q is missing", missing)}
+		return nil, wrap(&ProtocolError{Method: method, Detail: fmt.Sprintf("field %q is missing", missing)})
 	}
 	if credentials.UserIdentifier != user {
-		return nil, &ProtocolError{Method: method, Detail: "it carries another user's credentials"}
+		return nil, wrap(&ProtocolError{Method: method, Detail: "it carries another user's credentials"})
 	}
 	return credentials, nil
 }
@@ -526,8 +573,8 @@ func checkIdentifier(value, name, method string) error {
 		valid = b > 0x20 && b < 0x7f && b != '/'
 	}
 	if !valid {
-		return &invalidArgumentError{parameter: name, method: method,
-			problem: "is not valid (1 to 255 printable ASCII characters, no spaces or '/')"}
+		return wrap(&invalidArgumentError{parameter: name, method: method,
+			problem: "is not valid (1 to 255 printable ASCII characters, no spaces or '/')"})
 	}
 	return nil
 }

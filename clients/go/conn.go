@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -49,32 +50,32 @@ func dial(ctx context.Context, path string, deadline time.Time, maxMessage int) 
 // connectError describes a failed connect; it names the socket path.
 func connectError(ctx context.Context, err error, path string) error {
 	if ctx.Err() == context.Canceled {
-		return &canceledError{method: "connect", cause: ctx.Err()}
+		return wrap(&canceledError{method: "connect", cause: ctx.Err()})
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		switch errno {
 		case syscall.ENOENT:
-			return &DaemonUnavailableError{SocketPath: path, Err: err,
-				reason: fmt.Sprintf("tokend is not running: there is no socket at %s", path)}
+			return wrap(&DaemonUnavailableError{SocketPath: path, Err: err,
+				reason: fmt.Sprintf("tokend is not running: there is no socket at %s", path)})
 		case syscall.ECONNREFUSED:
-			return &DaemonUnavailableError{SocketPath: path, Err: err,
-				reason: fmt.Sprintf("tokend is not running: nothing listens on %s", path)}
+			return wrap(&DaemonUnavailableError{SocketPath: path, Err: err,
+				reason: fmt.Sprintf("tokend is not running: nothing listens on %s", path)})
 		case syscall.EACCES, syscall.EPERM:
 			return &PermissionDeniedError{SocketPath: path}
 		case syscall.ENOTDIR:
-			return &DaemonUnavailableError{SocketPath: path, Err: err,
-				reason: fmt.Sprintf("tokend is not running: there is no socket at %s (a path component is not a directory)", path)}
+			return wrap(&DaemonUnavailableError{SocketPath: path, Err: err,
+				reason: fmt.Sprintf("tokend is not running: there is no socket at %s (a path component is not a directory)", path)})
 		}
 	}
 	if isTimeout(err) || ctx.Err() == context.DeadlineExceeded {
-		return &TimeoutError{Method: "connect", SocketPath: path, Connecting: true}
+		return wrap(&TimeoutError{Method: "connect", SocketPath: path, Connecting: true})
 	}
 	if len(path) > 107 {
-		return &DaemonUnavailableError{SocketPath: path, Err: err,
-			reason: fmt.Sprintf("the socket path %s is too long for a Unix socket", path)}
+		return wrap(&DaemonUnavailableError{SocketPath: path, Err: err,
+			reason: fmt.Sprintf("the socket path %s is too long for a Unix socket", path)})
 	}
-	return &DaemonUnavailableError{SocketPath: path, Err: err}
+	return wrap(&DaemonUnavailableError{SocketPath: path, Err: err})
 }
 
 func isTimeout(err error) bool {
@@ -97,7 +98,7 @@ func (c *conn) write(message []byte) error {
 // (see guard) ends the write, and the reads after it, when ctx ends. It returns the guard's
 // stop; when the write fails the guard is already stopped and the error is the write's.
 func (c *conn) send(ctx context.Context, message []byte) (stop func(), err error) {
-	stop = c.guard(ctx)
+	stop = c.guard(ctx, nil)
 	deadline, _ := ctx.Deadline()
 	_ = c.nc.SetDeadline(deadline)
 	if err = c.write(message); err != nil {
@@ -163,9 +164,10 @@ func (c *conn) read() ([]byte, error) {
 var errMessageTooLarge = errors.New("reply too large")
 
 // guard makes blocking I/O on c return as soon as ctx ends: it moves the connection's
-// deadline into the past. The returned stop must be called before c is used again; it waits
-// until the guard can no longer touch the connection.
-func (c *conn) guard(ctx context.Context) (stop func()) {
+// deadline into the past, after recording ctx's error in ended (when not nil). The returned
+// stop must be called before c is used again; it waits until the guard can no longer touch the
+// connection.
+func (c *conn) guard(ctx context.Context, ended *endCause) (stop func()) {
 	if ctx.Done() == nil {
 		return func() {}
 	}
@@ -175,6 +177,9 @@ func (c *conn) guard(ctx context.Context) (stop func()) {
 		defer close(exited)
 		select {
 		case <-ctx.Done():
+			if ended != nil {
+				ended.record(ctx.Err())
+			}
 			_ = c.nc.SetDeadline(time.Unix(1, 0))
 		case <-done:
 		}
@@ -185,22 +190,37 @@ func (c *conn) guard(ctx context.Context) (stop func()) {
 	}
 }
 
-// ioError turns a failed read or write of a call into the caller's error.
-func (c *conn) ioError(ctx context.Context, err error, method string) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
+// endCause is why the context of a stream ended (its error), recorded by the stream's guard:
+// the stream outlives the call that opened it, and keeps this instead of the context.
+type endCause struct{ value atomic.Value }
+
+type causeBox struct{ err error }
+
+func (e *endCause) record(err error) { e.value.Store(causeBox{err}) }
+
+// err is the recorded error, nil while the context has not ended.
+func (e *endCause) err() error {
+	box, _ := e.value.Load().(causeBox)
+	return box.err
+}
+
+// ioError turns a failed read or write of a call into the caller's error; ctxErr is the error
+// of the call's context (nil while it has not ended).
+func (c *conn) ioError(ctxErr error, err error, method string) error {
+	if ctxErr != nil {
 		if ctxErr == context.DeadlineExceeded {
-			return &TimeoutError{Method: method, SocketPath: c.path}
+			return wrap(&TimeoutError{Method: method, SocketPath: c.path})
 		}
-		return &canceledError{method: method, cause: ctxErr}
+		return wrap(&canceledError{method: method, cause: ctxErr})
 	}
 	switch {
 	case isTimeout(err):
-		return &TimeoutError{Method: method, SocketPath: c.path}
+		return wrap(&TimeoutError{Method: method, SocketPath: c.path})
 	case errors.Is(err, errMessageTooLarge):
-		return &ProtocolError{Method: method, Detail: fmt.Sprintf("it is larger than %d bytes", c.maxMessage)}
+		return wrap(&ProtocolError{Method: method, Detail: fmt.Sprintf("it is larger than %d bytes", c.maxMessage)})
 	}
-	return &DaemonUnavailableError{SocketPath: c.path, Method: method, Err: err,
-		reason: fmt.Sprintf("the connection to tokend at %s was lost during %s", c.path, shortMethod(method))}
+	return wrap(&DaemonUnavailableError{SocketPath: c.path, Method: method, Err: err,
+		reason: fmt.Sprintf("the connection to tokend at %s was lost during %s", c.path, shortMethod(method))})
 }
 
 // decodeReply parses one message.
@@ -208,7 +228,7 @@ func decodeReply(message []byte, method string) (*reply, error) {
 	var r reply
 	decoder := json.NewDecoder(bytes.NewReader(message))
 	if err := decoder.Decode(&r); err != nil {
-		return nil, &ProtocolError{Method: method, Detail: "it is not a JSON object"}
+		return nil, wrap(&ProtocolError{Method: method, Detail: "it is not a JSON object"})
 	}
 	return &r, nil
 }
@@ -232,7 +252,7 @@ func (r *reply) errorOf(method string, callParameters map[string]any) error {
 // decodeParameters unmarshals a successful reply's parameters into out.
 func (r *reply) decodeParameters(out any, method string) error {
 	if len(r.Parameters) == 0 {
-		return &ProtocolError{Method: method, Detail: "it has no parameters"}
+		return wrap(&ProtocolError{Method: method, Detail: "it has no parameters"})
 	}
 	if err := json.Unmarshal(r.Parameters, out); err != nil {
 		detail := "it is malformed"
@@ -240,7 +260,7 @@ func (r *reply) decodeParameters(out any, method string) error {
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
 			detail = fmt.Sprintf("field %q is mistyped", typeErr.Field)
 		}
-		return &ProtocolError{Method: method, Detail: detail}
+		return wrap(&ProtocolError{Method: method, Detail: detail})
 	}
 	return nil
 }

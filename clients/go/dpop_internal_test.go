@@ -77,7 +77,7 @@ func TestDPoPProofOnTheWire(t *testing.T) {
 	if got, _ := json.Marshal(good.last()); string(got) != want {
 		t.Errorf("sent %s, want %s", got, want)
 	}
-	if _, err := c.DPoPProof(ctx, "alice", "POST", url, WithNonce("n-1"), WithMinValid(1500*time.Millisecond), WithSocket("/ignored")); err != nil {
+	if _, err := c.DPoPProof(ctx, "alice", "POST", url, WithNonce("n-1"), WithMinValid(1500*time.Millisecond)); err != nil {
 		t.Fatalf("DPoPProof(WithNonce, WithMinValid): %v", err)
 	}
 	want = `{"method":"io.tokend.TokenProvider.ProvideDPoPProof","parameters":{"httpMethod":"POST","httpUri":"` + url + `","minValidSeconds":2,"nonce":"n-1","userIdentifier":"alice"}}`

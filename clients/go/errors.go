@@ -9,8 +9,9 @@ import (
 	"unicode/utf8"
 )
 
-// Sentinels for errors.Is. Every error this package returns for a Varlink error reply is a
-// pointer to one of the typed errors below (or a *VarlinkError), and matches its sentinel:
+// Sentinels for errors.Is. Every error this package returns for a failed call is an *Error
+// whose Code names the failure and whose Err is one of the typed errors below (or a
+// *VarlinkError) with the details; it matches its code's sentinel:
 //
 //	var reauth *tokend.ReauthenticationRequiredError
 //	switch {
@@ -337,6 +338,11 @@ func (e *canceledError) Unwrap() error { return e.cause }
 // remoteError turns an error reply to a call of method into its typed error. Every string it
 // keeps is stripped of the call's secrets and of control characters, and shortened.
 func remoteError(name string, parameters map[string]any, method string, callParameters map[string]any) error {
+	return wrap(remoteDetail(name, parameters, method, callParameters))
+}
+
+// remoteDetail is remoteError's typed detail.
+func remoteDetail(name string, parameters map[string]any, method string, callParameters map[string]any) error {
 	secrets := secretsOf(callParameters)
 	text := func(key string) string {
 		s, _ := parameters[key].(string)

@@ -54,7 +54,7 @@ func TestNarrowedTokenOnTheWire(t *testing.T) {
 			return c.NarrowedToken(ctx, "alice", 0, "", WithResource(resource))
 		}, `{"resource":"` + resource + `","userIdentifier":"alice"}`},
 		{"NarrowedToken(everything)", func() (*Credentials, error) {
-			return c.NarrowedToken(ctx, "alice", 1500*time.Millisecond, "tok-OLD", WithScope("read write"), WithResource(resource), WithSocket("/ignored"))
+			return c.NarrowedToken(ctx, "alice", 1500*time.Millisecond, "tok-OLD", WithScope("read write"), WithResource(resource))
 		}, `{"minValidSeconds":2,"rejectedToken":"tok-OLD","resource":"` + resource + `","scope":"read write","userIdentifier":"alice"}`},
 		{"NarrowedToken(WithScope(\"\"), WithResource(\"\"))", func() (*Credentials, error) {
 			return c.NarrowedToken(ctx, "alice", 0, "", WithScope(""), WithResource(""))

@@ -213,14 +213,14 @@ func TestNarrowedTokenErrorsFromTokend(t *testing.T) {
 	}
 	// What tokend refuses to read, by parameter.
 	for _, tc := range []struct {
-		opts      []tokend.Option
+		opts      []tokend.CallOption
 		parameter string
 	}{
-		{[]tokend.Option{tokend.WithResource("not a uri")}, "resource"},
-		{[]tokend.Option{tokend.WithResource(narrowedResource + "#part")}, "resource"},
-		{[]tokend.Option{tokend.WithScope("read"), tokend.WithResource("/relative")}, "resource"},
-		{[]tokend.Option{tokend.WithScope(`read "write"`)}, "scope"},
-		{[]tokend.Option{tokend.WithScope("   ")}, "scope"},
+		{[]tokend.CallOption{tokend.WithResource("not a uri")}, "resource"},
+		{[]tokend.CallOption{tokend.WithResource(narrowedResource + "#part")}, "resource"},
+		{[]tokend.CallOption{tokend.WithScope("read"), tokend.WithResource("/relative")}, "resource"},
+		{[]tokend.CallOption{tokend.WithScope(`read "write"`)}, "scope"},
+		{[]tokend.CallOption{tokend.WithScope("   ")}, "scope"},
 	} {
 		_, err := c.NarrowedToken(ctx, "alice", 0, "", tc.opts...)
 		var refused *tokend.VarlinkError

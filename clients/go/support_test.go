@@ -468,8 +468,8 @@ func (d *daemon) restart(t *testing.T) {
 	d.start(t)
 }
 
-func (d *daemon) client(opts ...tokend.Option) *tokend.Client {
-	return tokend.NewClient(append([]tokend.Option{tokend.WithSocket(d.socket)}, opts...)...)
+func (d *daemon) client(opts ...tokend.ClientOption) *tokend.Client {
+	return tokend.NewClient(append([]tokend.ClientOption{tokend.WithSocket(d.socket)}, opts...)...)
 }
 
 // setUp starts the IdP (once), a tokend on it (extra as for startDaemon) and a client of that

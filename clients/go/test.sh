@@ -7,7 +7,8 @@
 # from the venv at $TOKEND_VENV or <repo>/.venv (made by scripts/test-venv.sh). Go and
 # golang.org/x/oauth2 come from Debian: when they are missing this script installs
 # golang-go and golang-golang-x-oauth2-dev with apt-get, and nothing else. No module proxy
-# is used (GOPROXY=off); the build cache lives in ${XDG_CACHE_HOME:-$HOME/.cache}/tokend-go.
+# is used (GOPROXY=off; see GOFLAGS below); the build cache and the go.mod copy with Debian's
+# paths live in ${XDG_CACHE_HOME:-$HOME/.cache}/tokend-go.
 # The race detector is on when cgo and a C compiler are available (TOKEND_GO_RACE=0: off).
 set -euo pipefail
 
@@ -51,7 +52,18 @@ fi
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/tokend-go
 mkdir -p "$cache"
-export GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GOSUMDB=off \
+# go.mod and go.sum are what a program importing this module gets from the module proxy. Here
+# the requirements come from Debian's sources instead: the go command reads a copy of go.mod with
+# replace lines into /usr/share/gocode (GOFLAGS=-modfile; a module replaced by a directory needs
+# no go.sum entry), so nothing is downloaded and the repository's go.mod stays portable.
+modfile="$cache/go.test.mod"
+{
+    cat "$here/go.mod"
+    echo "replace golang.org/x/oauth2 => $oauth2_src"
+    echo "replace golang.org/x/net => $net_src"
+} >"$modfile"
+rm -f "$cache/go.test.sum"
+export GOPROXY=off GOFLAGS="-modfile=$modfile -mod=mod" GOTOOLCHAIN=local GOSUMDB=off \
     GOCACHE="$cache/build" GOPATH="$cache/path" GOMODCACHE="$cache/path/pkg/mod" \
     TOKEND_BIN_DIR="$bin_dir" TOKEND_VENV="$venv"
 

@@ -2,7 +2,6 @@ package tokend
 
 import (
 	"context"
-	"time"
 
 	"golang.org/x/oauth2"
 )
@@ -24,11 +23,22 @@ import (
 func TokenSource(user string, opts ...Option) oauth2.TokenSource {
 	s := newSettings(opts)
 	client := s.clientOrNew()
-	ctx := s.ctx
-	if ctx == nil {
-		ctx = context.Background()
+	contextOf := context.Background
+	for _, opt := range opts {
+		if given, ok := opt.(contextOption); ok {
+			contextOf = given
+		}
 	}
-	return &tokenSource{client: client, user: user, minValid: s.minValid, scope: s.scope, resource: s.resource, ctx: ctx}
+	minValid, scope, resource := s.minValid, s.scope, s.resource
+	// A function, not a struct: oauth2.TokenSource.Token takes no context, so the one given
+	// with WithContext lives in this closure.
+	return tokenSourceFunc(func() (*oauth2.Token, error) {
+		credentials, err := client.token(contextOf(), user, minValid, "", scope, resource)
+		if err != nil {
+			return nil, err
+		}
+		return oauth2Token(credentials), nil
+	})
 }
 
 // TokenSource is TokenSource with this client.
@@ -36,23 +46,11 @@ func (c *Client) TokenSource(user string, opts ...Option) oauth2.TokenSource {
 	return TokenSource(user, append(opts, WithClient(c))...)
 }
 
-type tokenSource struct {
-	client   *Client
-	user     string
-	minValid time.Duration
-	scope    string
-	resource string
-	ctx      context.Context
-}
+// tokenSourceFunc is an oauth2.TokenSource made of a function.
+type tokenSourceFunc func() (*oauth2.Token, error)
 
 // Token returns the current access token.
-func (s *tokenSource) Token() (*oauth2.Token, error) {
-	credentials, err := s.client.token(s.ctx, s.user, s.minValid, "", s.scope, s.resource)
-	if err != nil {
-		return nil, err
-	}
-	return oauth2Token(credentials), nil
-}
+func (f tokenSourceFunc) Token() (*oauth2.Token, error) { return f() }
 
 func oauth2Token(c *Credentials) *oauth2.Token {
 	token := &oauth2.Token{AccessToken: c.AccessToken, TokenType: c.TokenType, Expiry: c.ExpiresAt}

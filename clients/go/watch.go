@@ -26,7 +26,7 @@ import (
 type Watcher struct {
 	user   string
 	cn     *conn
-	ctx    context.Context
+	ended  endCause // why the Watch context ended, recorded when it does
 	stop   func()
 	method string
 
@@ -57,8 +57,8 @@ func (c *Client) Watch(ctx context.Context, user string) (*Watcher, error) {
 		return nil, err
 	}
 	// The connection's lifetime is ctx's; the first reply must also come within the timeout.
-	stop := cn.guard(ctx)
-	w := &Watcher{user: user, cn: cn, ctx: ctx, stop: stop, method: method}
+	w := &Watcher{user: user, cn: cn, method: method}
+	w.stop = cn.guard(ctx, &w.ended)
 	stopFirst, err := cn.send(first, message)
 	if err != nil {
 		refused := cn.refusal(first, err, method, parameters)
@@ -66,9 +66,9 @@ func (c *Client) Watch(ctx context.Context, user string) (*Watcher, error) {
 		if refused != nil {
 			return nil, refused
 		}
-		return nil, cn.ioError(first, err, method)
+		return nil, cn.ioError(first.Err(), err, method)
 	}
-	credentials, continues, err := w.receive(first)
+	credentials, continues, err := w.receive(first.Err)
 	stopFirst()
 	if err != nil {
 		w.Close()
@@ -79,11 +79,11 @@ func (c *Client) Watch(ctx context.Context, user string) (*Watcher, error) {
 	_ = cn.nc.SetDeadline(time.Time{})
 	if ctx.Err() != nil {
 		w.Close()
-		return nil, cn.ioError(ctx, ctx.Err(), method)
+		return nil, cn.ioError(ctx.Err(), ctx.Err(), method)
 	}
 	w.pending = credentials
 	if !continues {
-		w.finish(&ProtocolError{Method: method, Detail: "the stream ended without an error"})
+		w.finish(wrap(&ProtocolError{Method: method, Detail: "the stream ended without an error"}))
 	}
 	return w, nil
 }
@@ -107,13 +107,13 @@ func (w *Watcher) Next() (*Credentials, error) {
 		return nil, err
 	}
 	w.mu.Unlock()
-	credentials, continues, err := w.receive(w.ctx)
+	credentials, continues, err := w.receive(w.ended.err)
 	if err != nil {
 		w.finish(err)
 		return nil, w.errOrClosed()
 	}
 	if !continues {
-		w.finish(&ProtocolError{Method: w.method, Detail: "the stream ended without an error"})
+		w.finish(wrap(&ProtocolError{Method: w.method, Detail: "the stream ended without an error"}))
 	}
 	return credentials, nil
 }
@@ -164,8 +164,8 @@ func (w *Watcher) finish(err error) {
 	w.release()
 }
 
-// receive reads one reply of the stream; ctx says why a failed read failed.
-func (w *Watcher) receive(ctx context.Context) (*Credentials, bool, error) {
+// receive reads one reply of the stream; ctxErr says why a failed read failed.
+func (w *Watcher) receive(ctxErr func() error) (*Credentials, bool, error) {
 	raw, err := w.cn.read()
 	if err != nil {
 		w.mu.Lock()
@@ -174,7 +174,7 @@ func (w *Watcher) receive(ctx context.Context) (*Credentials, bool, error) {
 		if closed {
 			return nil, false, ErrWatchClosed
 		}
-		return nil, false, w.cn.ioError(ctx, err, w.method)
+		return nil, false, w.cn.ioError(ctxErr(), err, w.method)
 	}
 	r, err := decodeReply(raw, w.method)
 	if err != nil {

@@ -1,0 +1,75 @@
+package tokend_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"tokend.io/tokend"
+)
+
+// readerCase is one row of Tests/Fixtures/reader-grammar.json, the table the daemon's (Swift)
+// and the Python client's tests read too: a case on which the languages disagree fails here or there.
+type readerCase struct {
+	Text   string `json:"text"`
+	Reader string `json:"reader"`
+	Error  string `json:"error"`
+}
+
+func readerCases(t *testing.T) []readerCase {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "Tests", "Fixtures", "reader-grammar.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fixture struct {
+		Cases []readerCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &fixture); err != nil {
+		t.Fatal(err)
+	}
+	if len(fixture.Cases) < 40 {
+		t.Fatalf("the fixture has %d cases", len(fixture.Cases))
+	}
+	return fixture.Cases
+}
+
+func TestParseReaderAgreesWithTheSharedFixture(t *testing.T) {
+	problems := map[string]bool{}
+	for _, c := range readerCases(t) {
+		reader, err := tokend.ParseReader(c.Text)
+		if c.Error == "" {
+			if err != nil || reader != c.Reader {
+				t.Errorf("ParseReader(%q) = %q, %v; the fixture says %q", c.Text, reader, err, c.Reader)
+			}
+			continue
+		}
+		problems[c.Error] = true
+		var readerErr *tokend.ReaderError
+		if !errors.As(err, &readerErr) || string(readerErr.Problem) != c.Error {
+			t.Errorf("ParseReader(%q) = %q, %v; the fixture says error %s", c.Text, reader, err, c.Error)
+			continue
+		}
+		if !errors.Is(err, tokend.ErrInvalidParameter) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("ParseReader(%q): %v is not a one-line invalid parameter", c.Text, err)
+		}
+	}
+	if len(problems) != 4 {
+		t.Errorf("the fixture covers problems %v, not all four", problems)
+	}
+}
+
+func TestAddCredentialRefusesABadReaderBeforeSending(t *testing.T) {
+	client := tokend.NewClient(tokend.WithSocket(filepath.Join(t.TempDir(), "none"))) // never dialled
+	err := client.AddCredential(context.Background(), tokend.AddCredentialRequest{
+		UserIdentifier: "alice", Provider: "idp", AccessToken: "x", Readers: []string{"uid:1000", "gid:-1"},
+	})
+	var readerErr *tokend.ReaderError
+	if !errors.As(err, &readerErr) || readerErr.Problem != tokend.ReaderInvalidID || !errors.Is(err, tokend.ErrInvalidParameter) {
+		t.Fatalf("AddCredential with reader gid:-1: %v", err)
+	}
+}
