@@ -70,7 +70,8 @@ public enum RowAuthentication {
             // wrong key file, so the error says what to do. The row is refused all the same.
             throw StorageError(
                 code: .unknownKey,
-                message: "\(what) is authenticated with master key \(MasterKey.hex(header.dropFirst())), which is not in the keyring (\(keyring.keyIDs.joined(separator: ", "))); add that key as a later line of the key file")
+                message: "\(what) is authenticated with master key \(MasterKey.hex(header.dropFirst())), which is not in the "
+                    + "keyring (\(keyring.keyIDs.joined(separator: ", "))); add that key as a later line of the key file")
         }
         let expected = mac(header: header, key: key, userIdentifier, contentDigest, status, generation)
         // Constant time: the comparison must not tell an attacker how much of a forged tag was right.
