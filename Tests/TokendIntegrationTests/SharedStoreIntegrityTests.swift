@@ -110,6 +110,32 @@ struct SharedStoreIntegrityTests {
         await fleet.stop()
     }
 
+    /// A node with `tls = "verify-full"` talks to the database over TLS only; when the
+    /// database answers without TLS (a downgrade on the path) the node does not start.
+    @Test func aNodeWithVerifyFullUsesTLSAndRefusesADowngrade() async throws {
+        let fleet = try await Fleet(count: 1, lifetime: 3600) { database in
+            "tls = \"verify-full\"\ntls_ca_file = \"\(try await database.enableTLS())\""
+        }
+        try await fleet.add("over-tls", lifetime: 3600)
+        #expect(try fleet.client(0).call(Tokens.tokenCall(user: "over-tls")).accessToken != nil)
+        let sessions = try await fleet.database.psql(
+            "SELECT count(*), bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'tokend node-0'"
+        )
+        #expect(sessions.hasSuffix("|t") && !sessions.hasPrefix("0|"), "the node's sessions: \(sessions)")
+        _ = try await fleet.nodes[0].stop()
+        try await fleet.database.stop()
+        fleet.database.serverOptions = []
+        try await fleet.database.start()
+        let directory = fleet.nodes[0].directory
+        fleet.nodes[0] = try DaemonProcess(
+            configuration: try String(contentsOfFile: directory.file("tokend.toml"), encoding: .utf8), directory: directory)
+        await #expect(throws: (any Error).self, "a node started against a database without TLS") {
+            try await fleet.nodes[0].start(timeout: .seconds(30))
+        }
+        #expect(fleet.nodes[0].log.contains("store"), "\(fleet.nodes[0].log.suffix(2000))")
+        await fleet.stop()
+    }
+
     /// `AddCredential` with `replace: true`.
     static func replaceCall(user: String, access: String, readers: [String]?) -> String {
         var parameters: [String: Any] = [

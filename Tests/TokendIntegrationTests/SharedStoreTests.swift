@@ -20,11 +20,13 @@ struct SharedStoreTests {
         init(
             count: Int, lifetime: Int, refreshGrace: Int = 0, lease: String = "6s", daemonExtra: String = "", slowFirstNode: Bool = false,
             providerExtra: String = "refresh_at = 0.5\nrefresh_margin = \"1s\"", reconcile: String = "1s", storeExtra: String = "",
-            metrics: String = ""
+            metrics: String = "", prepareDatabase: (PostgresServer) async throws -> String = { _ in "" }
         ) async throws {
             try requireVenv()
             directory = try ScratchDirectory()
             database = try await PostgresServer()
+            // More [store] keys, from the database's set-up (e.g. a CA file).
+            let storeExtra = storeExtra + "\n" + (try await prepareDatabase(database))
             idp = try IdentityProvider(
                 directory: directory, options: .init(accessTokenLifetime: lifetime, refreshGrace: refreshGrace, reuseProtection: true))
             try await idp.start()

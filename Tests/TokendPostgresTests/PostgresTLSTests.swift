@@ -15,40 +15,6 @@ import TokendTestSupport
 /// to the configured CA and names the URL's host.
 @Suite(.serialized, .enabled(if: PostgresServer.isAvailable, "needs PostgreSQL 15 (scripts/setup-host.sh) and root"))
 struct PostgresTLSTests {
-    /// A CA and a server certificate signed by it for `subjectAltName`, in the server's
-    /// directory; the server restarted with TLS on. Returns the CA file's path.
-    static func enableTLS(_ server: PostgresServer, subjectAltName: String = "IP:127.0.0.1", name: String = "ca") async throws -> String {
-        let directory = server.directory
-        func openssl(_ arguments: [String]) async throws {
-            let result = try await ChildProcess.run("/usr/bin/openssl", arguments, directory: directory, timeout: .seconds(60))
-            guard result.status == 0 else { throw PostgresServer.Failure(description: "openssl \(arguments[0]) failed: \(result.stderr)") }
-        }
-        try await openssl([
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "\(name).key", "-out",
-            "\(name).crt", "-days", "2", "-subj", "/CN=tokend test \(name)", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-        ])
-        try "subjectAltName=\(subjectAltName)\nextendedKeyUsage=serverAuth\n".write(
-            toFile: directory + "/server.ext", atomically: false, encoding: .utf8)
-        try await openssl([
-            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-            "-subj", "/CN=tokend test database",
-        ])
-        try await openssl([
-            "x509", "-req", "-in", "server.csr", "-CA", "\(name).crt", "-CAkey", "\(name).key", "-CAcreateserial", "-out", "server.crt",
-            "-days", "2", "-extfile", "server.ext",
-        ])
-        guard let account = getpwnam("postgres") else { throw PostgresServer.Failure(description: "no postgres user") }
-        for file in ["server.key", "server.crt"] {
-            chown(directory + "/" + file, account.pointee.pw_uid, account.pointee.pw_gid)
-            chmod(directory + "/" + file, 0o600)
-        }
-        try await server.stop()
-        server.serverOptions = ["ssl=on", "ssl_cert_file=\(directory)/server.crt", "ssl_key_file=\(directory)/server.key"]
-        try await server.start()
-        return directory + "/\(name).crt"
-    }
-
     static func open(_ server: PostgresServer, tls: PostgresTLSMode) async throws -> PostgresCredentialStore {
         var settings = Fixture.settings(server, node: "tls")
         settings.tls = tls
@@ -58,7 +24,7 @@ struct PostgresTLSTests {
 
     @Test func verifyFullConnectsToTheServerItsCAVouchesFor() async throws {
         try await withServer { server in
-            let ca = try await Self.enableTLS(server)
+            let ca = try await server.enableTLS()
             let store = try await Self.open(server, tls: .verifyFull(caFile: ca))
             _ = try await store.insert(Fixture.credential("alice"), replacing: false)
             #expect(try await store.load(userIdentifier: "alice") != nil)
@@ -74,7 +40,7 @@ struct PostgresTLSTests {
     /// the store was not given): refused.
     @Test func verifyFullRefusesACertificateFromAnotherCA() async throws {
         try await withServer { server in
-            _ = try await Self.enableTLS(server)
+            _ = try await server.enableTLS()
             let other = server.directory + "/other-ca.crt"
             let result = try await ChildProcess.run(
                 "/usr/bin/openssl",
@@ -89,7 +55,7 @@ struct PostgresTLSTests {
 
     @Test func verifyFullRefusesACertificateForAnotherHost() async throws {
         try await withServer { server in
-            let ca = try await Self.enableTLS(server, subjectAltName: "DNS:db.example.org")
+            let ca = try await server.enableTLS(subjectAltName: "DNS:db.example.org")
             await #expect(throws: StorageError.self) { try await Self.open(server, tls: .verifyFull(caFile: ca)) }
         }
     }
@@ -99,7 +65,7 @@ struct PostgresTLSTests {
     /// `verify-full` refuses.
     @Test func verifyFullRefusesAServerWithoutTLS() async throws {
         try await withServer { server in
-            let ca = try await Self.enableTLS(server)
+            let ca = try await server.enableTLS()
             try await server.stop()
             server.serverOptions = []
             try await server.start()

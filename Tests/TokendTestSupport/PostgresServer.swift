@@ -84,6 +84,39 @@ public final class PostgresServer: @unchecked Sendable {
         throw Failure(description: "postgres did not start within 60 s: \(self.log)")
     }
 
+    /// Makes a CA and a server certificate signed by it for `subjectAltName` with openssl, in the
+    /// server's directory, and restarts the server with TLS on. Returns the CA file's path.
+    public func enableTLS(subjectAltName: String = "IP:127.0.0.1", name: String = "ca") async throws -> String {
+        func openssl(_ arguments: [String]) async throws {
+            let result = try await ChildProcess.run("/usr/bin/openssl", arguments, directory: directory, timeout: .seconds(60))
+            guard result.status == 0 else { throw Failure(description: "openssl \(arguments[0]) failed: \(result.stderr)") }
+        }
+        try await openssl([
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "\(name).key", "-out",
+            "\(name).crt", "-days", "2", "-subj", "/CN=tokend test \(name)", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        ])
+        try "subjectAltName=\(subjectAltName)\nextendedKeyUsage=serverAuth\n".write(
+            toFile: directory + "/server.ext", atomically: false, encoding: .utf8)
+        try await openssl([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+            "-subj", "/CN=tokend test database",
+        ])
+        try await openssl([
+            "x509", "-req", "-in", "server.csr", "-CA", "\(name).crt", "-CAkey", "\(name).key", "-CAcreateserial", "-out", "server.crt",
+            "-days", "2", "-extfile", "server.ext",
+        ])
+        guard let account = getpwnam("postgres") else { throw Failure(description: "no postgres user") }
+        for file in ["server.key", "server.crt"] {
+            chown(directory + "/" + file, account.pointee.pw_uid, account.pointee.pw_gid)
+            chmod(directory + "/" + file, 0o600)
+        }
+        try await stop()
+        serverOptions = ["ssl=on", "ssl_cert_file=\(directory)/server.crt", "ssl_key_file=\(directory)/server.key"]
+        try await start()
+        return directory + "/\(name).crt"
+    }
+
     /// Stops the server (fast shutdown, SIGINT: connections are closed at once) and waits for it.
     public func stop() async throws {
         guard let server, server.isRunning else { return }
