@@ -107,7 +107,7 @@ struct CallerIdentityTests {
 
 struct ReaderTests {
     @Test(arguments: [
-        ("uid:1000", Reader.uid(1000)), ("uid:0", .uid(0)), ("uid:4294967295", .uid(UInt32.max)),
+        ("uid:1000", Reader.uid(1000)), ("uid:0", .uid(0)), ("uid:4294967294", .uid(UInt32.max - 1)),
         ("gid:34", .gid(34)), ("user:alice", .user("alice")), ("user:svc-backup_2", .user("svc-backup_2")),
         ("group:backup", .group("backup")), ("user:1000", .user("1000")), ("user:j.doe@example", .user("j.doe@example")),
     ])
@@ -117,7 +117,7 @@ struct ReaderTests {
     }
 
     @Test(arguments: [
-        "", "uid", "uid:", "uid:-1", "uid:abc", "uid:4294967296", "uid:1.5", "gid:", "gid:x", "user:", "group:",
+        "", "uid", "uid:", "uid:-1", "uid:abc", "uid:4294967295", "uid:4294967296", "uid:1.5", "gid:", "gid:x", "user:", "group:",
         "alice", ":alice", "foo:bar", "UID:1000", "User:alice", "user:a b", "user: alice", "user:alice ", "user:a:b",
         "group:a\tb", "uid :1000", "user:al\nice",
     ])
