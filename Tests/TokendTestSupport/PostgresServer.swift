@@ -46,11 +46,14 @@ public final class PostgresServer: @unchecked Sendable {
         let passwordFile = directory + "/pw"
         try Self.password.write(toFile: passwordFile, atomically: false, encoding: .utf8)
         chown(passwordFile, account.pointee.pw_uid, account.pointee.pw_gid)
-        let initdb = try await Self.asPostgres(
-            "initdb",
-            ["-D", dataDirectory, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=\(passwordFile)", "--no-sync", "-E", "UTF8"],
-            timeout: 120
-        )
+        let dataDirectory = self.dataDirectory
+        let initdb = try await StartupSlots.run {
+            try await Self.asPostgres(
+                "initdb",
+                ["-D", dataDirectory, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=\(passwordFile)", "--no-sync", "-E", "UTF8"],
+                timeout: 120
+            )
+        }
         guard initdb.status == 0 else { throw Failure(description: "initdb failed: \(initdb.output)") }
         try await start()
     }

@@ -67,6 +67,9 @@ final class IdentityProvider: @unchecked Sendable {
         process.standardOutput = output
         let log = FileHandle(forWritingAtPath: logPath)!
         process.standardError = log
+        // One of a few start-ups at a time (StartupSlots); the time limit counts from here.
+        await StartupSlots.shared.acquire()
+        defer { Task { await StartupSlots.shared.release() } }
         try process.run()
         // Wait for "READY <port>": printed once a worker answers, after migrations. (The port
         // alone is not enough: gunicorn binds it before the database is ready.)
