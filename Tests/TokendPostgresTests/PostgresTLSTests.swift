@@ -18,7 +18,6 @@ struct PostgresTLSTests {
     static func open(_ server: PostgresServer, tls: PostgresTLSMode) async throws -> PostgresCredentialStore {
         var settings = Fixture.settings(server, node: "tls")
         settings.tls = tls
-        settings.operationTimeoutMilliseconds = 5_000
         return try await PostgresCredentialStore.open(settings: settings, keyring: Fixture.keyring, logger: Logger(label: "test.tls"))
     }
 
