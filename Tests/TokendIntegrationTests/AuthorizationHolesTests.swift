@@ -143,10 +143,16 @@ struct AuthorizationHolesTests {
 
     // MARK: 5. Every reply re-checks who may read it
 
-    /// R waits on a forced refresh through a slow token endpoint; meanwhile an administrator
-    /// replaces the credential with one R may not read. R gets PermissionDenied, never the new
-    /// token.
-    @Test func aWaitingReaderIsCheckedAgainstTheCredentialItWouldGet() async throws {
+    /// What happens to the credential while the reader waits: an administrator replaces it
+    /// with one the reader may not read, or removes it.
+    enum ChangeUnderAWaitingReader: String, CaseIterable, Sendable { case replaced, removed }
+
+    /// R waits on a forced refresh through a slow token endpoint; meanwhile the credential
+    /// changes. Either way the reader learns nothing it could not learn before: PermissionDenied, the
+    /// answer for a credential that is not theirs, never the replacement's token and never
+    /// UnknownUser (which would tell a non-administrator that a name is free).
+    @Test(arguments: ChangeUnderAWaitingReader.allCases)
+    func aWaitingReaderIsCheckedAgainstTheCredentialItWouldGet(_ change: ChangeUnderAWaitingReader) async throws {
         let (setup, proxy) = try await IdPDaemon.startBehindProxy(daemonExtra: #"call_timeout = "15s""#)
         let root = try RawClient(path: setup.daemon.socketPath)
         let minted = try await setup.idp.mint(count: 1)[0]
@@ -161,15 +167,21 @@ struct AuthorizationHolesTests {
         let socket = setup.daemon.socketPath
         async let waiting = OtherUser.call(
             Tokens.tokenCall(user: "shared", minValid: 7200), socket: socket, uid: Self.reader, gid: Self.reader)
-        // The reader's grant is at the token endpoint: replace the credential under it.
+        // The reader's grant is at the token endpoint: change the credential under it.
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline, (try await proxy.stats()["token_posts"] as? Int ?? 0) < 1 {
             try await Task.sleep(for: .milliseconds(50))
         }
         let replacement = Tokens.random("replacement-")
-        let replaced = try root.call(
-            Self.replacing(Tokens.addCall(user: "shared", access: replacement, refresh: nil, readers: ["uid:\(Self.other)"])))
-        #expect(replaced.errorName == nil, "\(replaced)")
+        switch change {
+        case .replaced:
+            let replaced = try root.call(
+                Self.replacing(Tokens.addCall(user: "shared", access: replacement, refresh: nil, readers: ["uid:\(Self.other)"])))
+            #expect(replaced.errorName == nil, "\(replaced)")
+        case .removed:
+            let removed = try root.call(Self.remove("shared"))
+            #expect(removed.errorName == nil, "\(removed)")
+        }
         let answer = try await waiting
         #expect(answer.errorName == "io.tokend.TokenProvider.PermissionDenied", "\(answer)")
         #expect(!String(describing: answer).contains(replacement), "the reader never gets the new credential's token")

@@ -186,7 +186,9 @@ struct CallRouter: Sendable {
             let serving = try await registry.narrowedToken(
                 for: user, narrowing: narrowing, minimumValidity: minimumValidity, rejectedToken: rejectedToken)
             // As for the credential's own token: checked against the credential as it is now.
-            guard let current = view[user] else { throw VarlinkError.unknownUser(user) }
+            guard let current = view[user] else {
+                throw self.missing(user, caller: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
+            }
             try self.checkStillReadable(current, caller: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
             guard current.enrolment == serving.enrolment else {
                 throw VarlinkError.refreshFailed(
@@ -212,6 +214,16 @@ struct CallRouter: Sendable {
         if settings.current.accessPolicy.isAdmin(caller) { return .unknownUser(user) }
         logDenied(caller, method: method, user: user)
         return .permissionDenied(user)
+    }
+
+    /// An error of work that waited, as `caller` may see it: a credential removed meanwhile is
+    /// answered as ``missing(_:caller:method:)`` answers, so a reader that waited learns no more
+    /// than one that asked afterwards.
+    func asSeen(by caller: CallerIdentity, _ error: VarlinkError, what: String) -> VarlinkError {
+        guard error.name == TokendErrorName.unknownUser.rawValue, case .string(let user)? = error.parameters["userIdentifier"] else {
+            return error
+        }
+        return missing(user, caller: caller, method: what)
     }
 
     /// The entry of `user` if `caller` may read its token and it may still be served.
@@ -368,7 +380,7 @@ struct CallRouter: Sendable {
             do {
                 messages = try await work()
             } catch let error as VarlinkError {
-                messages = [ErrorReplies.encode(error)]
+                messages = [ErrorReplies.encode(self.asSeen(by: caller, error, what: what))]
             } catch {
                 messages = [ErrorReplies.internalError("\(error)")]
             }
