@@ -196,6 +196,7 @@ token_endpoint = "http://127.0.0.1:9/token"
 client_id = "bench"
 client_auth = "none"
 dpop = $DPOP
+dpop_bind_on_refresh = true
 EOF
     TARGET_SOCK="$TMP/tokend.sock"
     TARGET_CPR_SOCK=$TARGET_SOCK

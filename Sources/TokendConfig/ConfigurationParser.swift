@@ -182,6 +182,7 @@ public struct ConfigurationParser {
         settings.redirectPort = try table.integer("redirect_port", in: 1...65535)
         settings.verifyAccessToken = try table.boolean("verify_access_token") ?? false
         settings.dpop = try table.boolean("dpop") ?? false
+        settings.dpopBindOnRefresh = try table.boolean("dpop_bind_on_refresh") ?? false
         settings.narrowedTokens = try table.boolean("narrowed_tokens") ?? false
         settings.audience = try table.string("audience")
         if let caFile = try table.string("ca_file") { settings.caFile = resolve(caFile) }

@@ -220,6 +220,11 @@ public struct OAuth2Settings: Sendable, Hashable {
     /// Whether new credentials of this provider get a DPoP key (RFC 9449), to which the
     /// provider binds their tokens: logins and refreshes carry proofs of it.
     public var dpop: Bool = false
+    /// Whether the provider binds a credential's tokens to a new DPoP key at its refresh, when
+    /// its refresh token was issued without one (RFC 9449 §5, confidential clients)
+    /// (`dpop_bind_on_refresh = true`): then `AddCredential` may enrol bearer tokens for a DPoP
+    /// provider. Off by default, since providers that bind refresh tokens refuse that refresh.
+    public var dpopBindOnRefresh: Bool = false
     /// Whether programs may ask for tokens narrowed to a scope or resource
     /// (`narrowed_tokens = true`), got with refresh grants that carry `scope`/`resource`.
     /// Off by default: a provider that breaks RFC 6749 §6 narrows the refresh token itself on
@@ -253,6 +258,13 @@ extension ProviderConfiguration {
     /// Whether new credentials of this provider get a DPoP key (`dpop = true`).
     public var usesDPoP: Bool {
         if case .oauth2(let settings) = kind { return settings.dpop }
+        return false
+    }
+
+    /// Whether `AddCredential` may enrol bearer tokens for this DPoP provider
+    /// (`dpop_bind_on_refresh = true`).
+    public var dpopBindsOnRefresh: Bool {
+        if case .oauth2(let settings) = kind { return settings.dpopBindOnRefresh }
         return false
     }
 

@@ -11,7 +11,7 @@ struct DPoPFaultTests {
     /// gives no nonce; each failure a RefreshFailed that says which, within `call_timeout`.
     @Test func aDemandedNonceIsSentOnceAndAServerThatKeepsDemandingGetsNoThirdRequest() async throws {
         let (setup, proxy) = try await IdPDaemon.startBehindProxy(
-            providerExtra: "dpop = true",
+            providerExtra: "dpop = true\ndpop_bind_on_refresh = true",
             daemonExtra: "call_timeout = \"5s\"\nretry_initial = \"30s\"\nforced_refresh_interval = \"1s\"")
         let client = try RawClient(path: setup.daemon.socketPath)
         let minted = try await setup.addMinted("alice", client: client)

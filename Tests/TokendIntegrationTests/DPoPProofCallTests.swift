@@ -9,7 +9,7 @@ import TokendTestSupport
 @Suite(.serialized)
 struct DPoPProofCallTests {
     static let providers =
-        DaemonProcess.defaultProviders + "\ndpop = true\n\n" + """
+        DaemonProcess.defaultProviders + "\ndpop = true\ndpop_bind_on_refresh = true\n\n" + """
             [providers.plain]
             kind = "oauth2"
             token_endpoint = "http://127.0.0.1:9/o/token/"

@@ -91,6 +91,34 @@ struct GlewlwydDPoPTests {
         for token in seen { #expect(!setup.daemon.log.contains(token)) }
     }
 
+    /// A bearer credential (a password grant without a proof) handed to a `dpop = true` provider
+    /// cannot be refreshed there: glewlwyd refuses a refresh token issued without a key when the
+    /// grant carries a proof (`invalid_dpop_proof`), so such a credential would sit in retrying
+    /// until it died. AddCredential refuses it with an InvalidCredential that says to log in
+    /// with `tokenctl login`, and stores nothing.
+    @Test func bearerTokensAreRefusedAtEnrolmentForADPoPProvider() async throws {
+        let setup = try await GlewlwydInteropTests.Setup.start(providerExtra: "dpop = true")
+        let grant = try await setup.server.passwordGrant()
+        let access = try #require(grant["access_token"] as? String)
+        #expect((try Self.claims(access)["cnf"] as? [String: Any]) == nil, "a bearer token")
+        let client = try RawClient(path: setup.daemon.socketPath)
+        let added = try client.call(
+            Tokens.addCall(
+                user: "alice", access: access, refresh: grant["refresh_token"] as? String, expiresIn: grant["expires_in"] as? Int ?? 3600,
+                provider: "gw"))
+        #expect(added.errorName == "io.tokend.TokenProvider.InvalidCredential", "\(added)")
+        #expect((added.parameters["reason"] as? String)?.contains("tokenctl login") == true, "\(added)")
+        #expect(try client.call(Tokens.tokenCall(user: "alice")).errorName == "io.tokend.TokenProvider.UnknownUser")
+        // What the refusal spares: had it been stored, its first refresh would fail at glewlwyd.
+        if added.errorName == nil {
+            let refreshed = try client.call(Tokens.tokenCall(user: "alice", minValid: 7200))
+            #expect(
+                refreshed.accessToken != nil, "the refresh of the added bearer credential: \(refreshed) \(setup.daemon.log.suffix(1500))")
+        }
+        try await setup.stop()
+        #expect(!setup.daemon.log.contains(access))
+    }
+
     /// Tokens a program obtained with a key of its own (glewlwyd put its thumbprint in the
     /// access token's `cnf.jkt`) cannot be presented with tokend's proofs: AddCredential refuses
     /// them with an InvalidCredential that says what to do, stores nothing and sends no grant.

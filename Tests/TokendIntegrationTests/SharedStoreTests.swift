@@ -116,7 +116,7 @@ struct SharedStoreTests {
     /// A DPoP-bound credential enrolled through one node is proven with the same key by every
     /// node: the key travels sealed through the shared store and is opened where it is needed.
     @Test func aDPoPKeyEnrolledOnOneNodeSignsOnEveryNode() async throws {
-        let fleet = try await Fleet(count: 2, lifetime: 3600, providerExtra: "dpop = true")
+        let fleet = try await Fleet(count: 2, lifetime: 3600, providerExtra: "dpop = true\ndpop_bind_on_refresh = true")
         let token = Tokens.random("fleet-dpop-")
         let added = try fleet.client(0).call(
             DPoPProofCallTests.call(

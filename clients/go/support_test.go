@@ -403,6 +403,7 @@ token_endpoint = "http://127.0.0.1:9/token"
 client_id = "tokend-dpop-test"
 client_auth = "none"
 dpop = true
+dpop_bind_on_refresh = true
 `, p.base(), idpClientID, dpopProvider)
 	if providers != "" {
 		config += "\n" + providers

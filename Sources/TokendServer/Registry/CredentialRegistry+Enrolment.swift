@@ -55,8 +55,9 @@ extension CredentialRegistry {
             throw .invalidCredential(error.description)
         }
         if let reason = lifetime.assumedBecause { notices.assumedLifetime(provider: provider, reason: reason) }
+        try Self.checkKeyBinding(
+            of: response.accessToken, key: dpopKey, source: dpopKey == nil && !answeredByProvider ? .added : .login, provider: provider)
         let credentialKey = dpopKey ?? (provider.usesDPoP ? DPoPKey().secret : nil)
-        try Self.checkKeyBinding(of: response.accessToken, key: credentialKey)
         if request.refreshToken == nil, !isHAT {
             logger.info(
                 "credential has no refresh token; it is served until it expires", metadata: ["user_identifier": "\(request.userIdentifier)"]
@@ -99,17 +100,21 @@ extension CredentialRegistry {
             ])
     }
 
-    /// A JWT access token bound to a DPoP key (`cnf.jkt`) can only be presented with proofs of
-    /// that key: one tokend does not hold (the program's own, from a login made elsewhere) is
-    /// refused, since every proof tokend made for it would be rejected. Opaque tokens cannot be
-    /// checked.
-    nonisolated static func checkKeyBinding(of token: SecretString, key: SecretString?) throws(VarlinkError) {
-        guard let bound = JWTTimeClaims(jwt: token.value)?.dpopKeyThumbprint else { return }
-        let held = key.flatMap { try? DPoPKey($0).thumbprint }
-        guard held != bound else { return }
-        throw .invalidCredential(
-            "the access token is bound to a DPoP key tokend does not hold (cnf.jkt); log in with tokenctl login, "
-                + "so that the provider binds the tokens to tokend's key")
+    /// Whether the tokens can be used with the DPoP key the credential would get
+    /// (``DPoPEnrolment``): not when the access token is bound to a key tokend does not hold
+    /// (`cnf.jkt`), nor when a program adds bearer tokens to a DPoP provider that does not bind
+    /// them at refresh. Opaque tokens' binding cannot be read.
+    nonisolated static func checkKeyBinding(
+        of token: SecretString, key: SecretString?, source: DPoPEnrolment.Source, provider: ProviderConfiguration
+    ) throws(VarlinkError) {
+        let decision = DPoPEnrolment.decide(
+            source: source, providerUsesDPoP: provider.usesDPoP, providerBindsOnRefresh: provider.dpopBindsOnRefresh,
+            boundThumbprint: JWTTimeClaims(jwt: token.value)?.dpopKeyThumbprint, heldThumbprint: key.flatMap { try? DPoPKey($0).thumbprint }
+        )
+        switch decision {
+        case .accept: return
+        case .refuse(let reason): throw .invalidCredential(reason)
+        }
     }
 
     func remove(_ userIdentifier: String, caller: CallerIdentity) async throws(VarlinkError) {

@@ -227,6 +227,7 @@ class Daemon:
             'client_id = "tokend-dpop-test"\n'
             'client_auth = "none"\n'
             "dpop = true\n"
+            "dpop_bind_on_refresh = true\n"
             + ("\n" + extra_providers if extra_providers else "")
         )
 
