@@ -49,6 +49,14 @@ extension PostgresCredentialStore {
 
     /// One row through ``verifiedCredential(from:cipher:)`` and ``admit(_:generation:contentDigest:salt:floor:)``.
     func admitRow(_ row: PostgresRow, cipher: CredentialCipher, floors: [String: Int64]) throws -> Credential {
+        try admitAuthenticatedRow(row, cipher: cipher, floors: floors).credential
+    }
+
+    /// ``admitRow(_:cipher:floors:)``, also returning the row's verified authenticity (content
+    /// digest and salt) for a write that builds on exactly this row.
+    func admitAuthenticatedRow(_ row: PostgresRow, cipher: CredentialCipher, floors: [String: Int64]) throws -> (
+        credential: Credential, authenticity: RowAuthenticity
+    ) {
         let (credential, authenticity): (Credential, RowAuthenticity)
         do {
             (credential, authenticity) = try Self.verifiedCredential(from: row, cipher: cipher)
@@ -63,7 +71,7 @@ extension PostgresCredentialStore {
         try admit(
             user, generation: credential.generation, contentDigest: authenticity.contentDigest, salt: authenticity.salt, floor: floors[user]
         )
-        return credential
+        return (credential, authenticity)
     }
 
     /// Every credential's generation, by user identifier (the periodic reconciliation). A
@@ -206,6 +214,7 @@ extension PostgresCredentialStore {
         let statusNames = Set(Self.statusColumns.map(\.0))
         let status = columns.filter { statusNames.contains($0.0) }
         let seen = seenRows.withLock { $0[user] }
+        let floors = seenGenerations()
         let known = content ?? seen.flatMap { $0.generation == expectedGeneration ? ($0.contentDigest, $0.salt) : nil }
         let statusOnly = content == nil
         let cipher = cipher
@@ -219,9 +228,11 @@ extension PostgresCredentialStore {
                     unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = $1 AND generation = $2")
                 try read.binds.append(user)
                 try read.binds.append(expectedGeneration)
+                // Checked against the newest generation this node has seen (a rolled-back row is
+                // refused), and the digest taken from this row itself, not from the newest seen.
                 for try await row in try await client.query(read, logger: logger) {
-                    _ = try self.admitRow(row, cipher: cipher, floors: [:])
-                    known = self.seenRows.withLock { $0[user].map { ($0.contentDigest, $0.salt) } }
+                    let authenticity = try self.admitAuthenticatedRow(row, cipher: cipher, floors: floors).authenticity
+                    known = (authenticity.contentDigest, authenticity.salt)
                 }
             }
             let generation = try await Self.nextGeneration(client, logger: logger)

@@ -15,6 +15,13 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
         self.database = database
     }
 
+    /// Whether the host is this machine's loopback (`localhost`, `127.0.0.0/8`, `::1`): traffic
+    /// that never leaves the host, where an unverified connection exposes nothing on a network.
+    public var isLoopback: Bool {
+        let name = host.lowercased()
+        return name == "localhost" || name == "::1" || name.hasPrefix("127.")
+    }
+
     /// Why a URL was refused (never echoes a password).
     public struct Problem: Error, Sendable, Hashable, CustomStringConvertible {
         public var description: String

@@ -20,6 +20,16 @@ import TokendPostgres
         #expect(throws: PostgresURL.Problem.self) { try PostgresURL.parse(text) }
     }
 
+    /// The hosts for which an unverified (`prefer`) connection draws no warning at start.
+    @Test(arguments: [
+        ("postgresql://tokend@localhost/tokend", true), ("postgresql://tokend@127.0.0.1:5432/tokend", true),
+        ("postgresql://tokend@[::1]:5432/tokend", true), ("postgresql://tokend@db.example.org/tokend", false),
+        ("postgresql://tokend@10.0.0.5/tokend", false), ("postgresql://tokend@localhost.example.org/tokend", false),
+    ])
+    func loopbackHosts(url: String, isLoopback: Bool) throws {
+        #expect(try PostgresURL.parse(url).isLoopback == isLoopback)
+    }
+
     @Test func aPasswordNeverAppearsInTheProblem() {
         do {
             _ = try PostgresURL.parse("postgresql://a:hunter2@h/d")

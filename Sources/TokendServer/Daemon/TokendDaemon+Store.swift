@@ -35,6 +35,14 @@ extension TokendDaemon {
                 ),
                 keyring: keyring, logger: logger, productVersion: DaemonInfo.version, eventLoopGroup: group
             )
+            if case .prefer = settings.tls, !store.address.isLoopback {
+                // Not refused (a store that works keeps working after an upgrade), but said at
+                // every start: on a network path, `prefer` lets whoever answers "no TLS" read
+                // and change the store's traffic.
+                logger.warning(
+                    "the shared store's connection is not verified: set [store] tls = \"verify-full\" and tls_ca_file",
+                    metadata: ["store": "\(store.address)"])
+            }
             store.onIntegrityFailure { kind in
                 Counter(label: MetricName.storeIntegrityFailures, dimensions: [("kind", kind.rawValue)]).increment()
             }
