@@ -1,0 +1,108 @@
+/// A `unit:` or `exe:` reader, with the uid a combined reader (`uid:1000+unit:x.service`)
+/// requires as well; `uid` is `nil` for a program reader on its own.
+public struct ProgramReader: Sendable, Hashable {
+    public var uid: UInt32?
+    public var program: Reader.Program
+
+    public init(uid: UInt32?, program: Reader.Program) {
+        self.uid = uid
+        self.program = program
+    }
+
+    /// Whether a caller with `uid` running as `facts` matches; when it does not, why (for the
+    /// log; never sent to the caller).
+    public func match(uid callerUID: UInt32, facts: ProgramFacts) -> ProgramMismatch? {
+        if let uid, uid != callerUID { return .uid(expected: uid) }
+        switch program {
+        case .unit(let name):
+            return facts.unit == name ? nil : .unit(expected: name, seen: facts.unit)
+        case .exe(let path, let sha256):
+            guard facts.executable == path else { return .executable(expected: path, seen: facts.executable) }
+            guard let sha256 else { return nil }
+            return facts.sha256 == sha256 ? nil : .sha256(path: path, seen: facts.sha256Problem ?? "a different sha256")
+        }
+    }
+}
+
+/// Which fact of a calling program differed from a program reader.
+public enum ProgramMismatch: Sendable, Hashable, CustomStringConvertible {
+    case uid(expected: UInt32)
+    case unit(expected: String, seen: String?)
+    case executable(expected: String, seen: String?)
+    case sha256(path: String, seen: String)
+
+    public var description: String {
+        switch self {
+        case .uid(let expected): "uid is not \(expected)"
+        case .unit(let expected, let seen): "unit \(seen ?? "(none)") is not \(expected)"
+        case .executable(let expected, let seen): "executable \(seen ?? "(unknown)") is not \(expected)"
+        case .sha256(let path, let seen): "executable \(path) has \(seen)"
+        }
+    }
+}
+
+/// What tokend learned about a calling program from the kernel: its systemd unit (from its
+/// cgroup) and its executable (from `/proc/PID/exe`), read once per connection.
+public struct ProgramFacts: Sendable, Hashable {
+    /// The innermost `.service` or `.scope` of the process's cgroup; `nil` when it has none.
+    public var unit: String?
+    /// The executable's path as the kernel shows it; `nil` when it could not be read.
+    public var executable: String?
+    /// The sha256 of the executable's contents, 64 lower-case hex digits; `nil` when not hashed.
+    public var sha256: String?
+    /// Why there is no ``sha256`` (e.g. "an executable larger than 256 MiB"), for the log.
+    public var sha256Problem: String?
+
+    public init(unit: String?, executable: String?, sha256: String? = nil, sha256Problem: String? = nil) {
+        self.unit = unit
+        self.executable = executable
+        self.sha256 = sha256
+        self.sha256Problem = sha256Problem
+    }
+
+    /// The systemd unit of a process from the text of `/proc/PID/cgroup`: the innermost
+    /// `.service` or `.scope` component of the cgroup v2 path (the `0::` line), or of the legacy
+    /// `name=systemd` hierarchy when there is no v2 path; `nil` when neither has one.
+    ///
+    /// `0::/user.slice/user-1000.slice/user@1000.service/app.slice/demo.service` → `demo.service`.
+    public static func unit(fromCgroup text: String) -> String? {
+        var unified: Substring?
+        var legacy: Substring?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+            // hierarchy-ID:controller-list:cgroup-path; the path may itself contain ':'.
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3 else { continue }
+            if fields[0] == "0" && fields[1].isEmpty {
+                unified = fields[2]
+            } else if fields[1] == "name=systemd" {
+                legacy = fields[2]
+            }
+        }
+        if let unified, let unit = innermostUnit(unified) { return unit }
+        return legacy.flatMap(innermostUnit)
+    }
+
+    private static func innermostUnit(_ path: Substring) -> String? {
+        path.split(separator: "/").last { component in
+            Reader("unit:\(component)") != nil
+        }.map(String.init)
+    }
+}
+
+/// Why a calling program's facts are not known: program readers then grant nothing.
+public enum ProgramFactsUnavailable: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kernel gave no pidfd for the connection (`SO_PEERPIDFD` needs Linux 6.5).
+    case noPidfd
+    /// The process that connected has exited, so its pid may already name another process.
+    case processExited
+    /// `/proc` could not be read (message without any token).
+    case unreadable(String)
+
+    public var description: String {
+        switch self {
+        case .noPidfd: "the kernel gave no pidfd for the connection (SO_PEERPIDFD needs Linux 6.5 or later)"
+        case .processExited: "the calling process exited"
+        case .unreadable(let why): why
+        }
+    }
+}
