@@ -24,8 +24,36 @@ public struct AccessPolicy: Sendable, Hashable {
     /// Administrators do not read other users' tokens implicitly: reading is granted only by
     /// the reader list, so an admin that needs a token names itself as a reader.
     public func mayRead(_ caller: CallerIdentity, readers: ResolvedReaders) -> Bool {
-        if readers.uids.contains(caller.uid) { return true }
-        return readers.gids.contains(where: caller.isMember(of:))
+        readDecision(caller, readers: readers, program: caller.programFacts(withHash:)) == .granted
+    }
+
+    /// Whether `caller` may read, and when not, why (for the log only: the caller gets the same
+    /// refusal as any non-reader). `program` is asked for the caller's program facts only when
+    /// no uid or group reader grants and a program reader could (uid-only credentials never
+    /// ask); its argument says whether the executable's hash is needed.
+    public func readDecision(
+        _ caller: CallerIdentity, readers: ResolvedReaders,
+        program: (_ withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable>
+    ) -> ReadDecision {
+        if readers.uids.contains(caller.uid) || readers.gids.contains(where: caller.isMember(of:)) { return .granted }
+        guard !readers.programs.isEmpty else { return .refused(why: nil) }
+        let candidates = readers.programs.filter { $0.uid == nil || $0.uid == caller.uid }
+        guard !candidates.isEmpty else { return .refused(why: "uid \(caller.uid) is joined to none of the program readers") }
+        let needsHash = candidates.contains {
+            if case .exe(_, _?) = $0.program { return true }
+            return false
+        }
+        switch program(needsHash) {
+        case .failure(let unavailable):
+            return .refused(why: "program readers not checked: \(unavailable)")
+        case .success(let facts):
+            var mismatches: [String] = []
+            for candidate in candidates {
+                guard let mismatch = candidate.match(uid: caller.uid, facts: facts) else { return .granted }
+                mismatches.append(mismatch.description)
+            }
+            return .refused(why: mismatches.joined(separator: "; "))
+        }
     }
 
     /// Whether `caller` may see a credential's status (metadata only, never a token).
@@ -34,10 +62,22 @@ public struct AccessPolicy: Sendable, Hashable {
     }
 
     /// Whether `caller` may add a credential with `readers`, or replace or remove one whose
-    /// readers are `readers`.
+    /// readers are `readers`: administrators any; others, when self-enrolment is allowed, one
+    /// read by their own uid alone or by their uid joined to a program (`uid:N+unit:x.service`).
     public func mayManage(_ caller: CallerIdentity, readers: [Reader]) -> Bool {
         if isAdmin(caller) { return true }
-        guard allowSelfEnrolment else { return false }
-        return readers == [.uid(caller.uid)]
+        guard allowSelfEnrolment, readers.count == 1 else { return false }
+        switch readers[0] {
+        case .uid(let uid), .combined(.uid(let uid), _): return uid == caller.uid
+        case .user, .gid, .group, .unit, .exe, .combined(.user, _): return false
+        }
     }
+}
+
+/// The outcome of a read check.
+public enum ReadDecision: Sendable, Hashable {
+    case granted
+    /// Refused; `why` names the program fact that did not match (for the log), `nil` when the
+    /// credential has no program reader.
+    case refused(why: String?)
 }

@@ -10,11 +10,15 @@
 public struct ResolvedReaders: Sendable, Hashable {
     public var uids: Set<UInt32>
     public var gids: Set<UInt32>
+    /// `unit:` and `exe:` readers, with the uid a combined reader joins to them. Empty for a
+    /// credential read by users and groups only, whose checks then never look at programs.
+    public var programs: [ProgramReader]
     public var unresolved: [Reader]
 
-    public init(uids: Set<UInt32> = [], gids: Set<UInt32> = [], unresolved: [Reader] = []) {
+    public init(uids: Set<UInt32> = [], gids: Set<UInt32> = [], programs: [ProgramReader] = [], unresolved: [Reader] = []) {
         self.uids = uids
         self.gids = gids
+        self.programs = programs
         self.unresolved = unresolved
     }
 
@@ -33,6 +37,11 @@ public struct ResolvedReaders: Sendable, Hashable {
                 if let id = userID(name) { uids.insert(id) } else { unresolved.append(reader) }
             case .group(let name):
                 if let id = groupID(name) { gids.insert(id) } else { unresolved.append(reader) }
+            case .unit(let name): programs.append(ProgramReader(uid: nil, program: .unit(name)))
+            case .exe(let path, let sha256): programs.append(ProgramReader(uid: nil, program: .exe(path: path, sha256: sha256)))
+            case .combined(.uid(let id), let program): programs.append(ProgramReader(uid: id, program: program))
+            case .combined(.user(let name), let program):
+                if let id = userID(name) { programs.append(ProgramReader(uid: id, program: program)) } else { unresolved.append(reader) }
             }
         }
     }
@@ -51,6 +60,7 @@ extension ResolvedReaders {
     public var owner: CredentialOwner {
         if let uid = uids.min() { return .uid(uid) }
         if let gid = gids.min() { return .gid(gid) }
+        if let uid = programs.compactMap(\.uid).min() { return .uid(uid) }
         return .unresolved
     }
 }

@@ -59,7 +59,7 @@ final class RuntimeSettings: Sendable {
         switch Reader(entry) {
         case .gid(let id): return id
         case .group(let name): return SystemIdentity.groupID(named: name)
-        case .uid, .user, nil: return nil
+        case .uid, .user, .unit, .exe, .combined, nil: return nil
         }
     }
 }
