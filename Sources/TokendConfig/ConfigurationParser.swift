@@ -119,6 +119,7 @@ public struct ConfigurationParser {
         let rateLimit = try table.integer("rate_limit", in: 1...100_000)
         let rateBurst = try table.integer("rate_burst", in: 1...100_000)
         let allowSelfEnrolment = try table.boolean("allow_self_enrolment")
+        let relogin = try parseRelogin(&table)
 
         let kind: ProviderConfiguration.Kind
         switch kindName {
@@ -141,6 +142,7 @@ public struct ConfigurationParser {
         if let rateLimit { provider.rateLimit = Double(rateLimit) }
         if let rateBurst { provider.rateBurst = rateBurst }
         if let allowSelfEnrolment { provider.allowSelfEnrolment = allowSelfEnrolment }
+        provider.relogin = relogin
         return provider
     }
 

@@ -107,6 +107,8 @@ public struct ProviderConfiguration: Sendable, Hashable {
     /// (`allow_self_enrolment`, within the daemon's own setting). Off by default for `exec`
     /// providers, whose command may mint tokens with tokend's own authority; on for the others.
     public var allowSelfEnrolment: Bool
+    /// Warnings ahead of a credential's re-login date (`relogin_warning`, `relogin_command`).
+    public var relogin = ReloginSettings()
 
     public init(name: String, kind: Kind, refreshPolicy: RefreshPolicy = RefreshPolicy(), rateLimit: Double = 50, rateBurst: Int = 20) {
         self.name = name
@@ -117,6 +119,10 @@ public struct ProviderConfiguration: Sendable, Hashable {
         switch kind {
         case .exec: self.allowSelfEnrolment = false
         case .oauth2, .hat: self.allowSelfEnrolment = true
+        }
+        switch kind {
+        case .oauth2: self.refreshPolicy.renewsWithoutRefreshToken = false
+        case .exec, .hat: self.refreshPolicy.renewsWithoutRefreshToken = true
         }
     }
 }

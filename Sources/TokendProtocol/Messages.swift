@@ -206,6 +206,11 @@ public struct CredentialStatus: Sendable, Hashable {
     /// The access token's type: `Bearer`, or `DPoP` for tokens bound to the credential's key,
     /// which take a proof per request (`ProvideDPoPProof`).
     public var tokenType: String?
+    /// Seconds since the epoch after which no refresh can keep the credential alive (a new login
+    /// is needed); nil when no such end is known.
+    public var reloginBy: Int64?
+    /// Why ``reloginBy``: `max_token_age`, `session_end`, `refresh_token_expiry` or `token_expiry`.
+    public var reloginReason: String?
 
     public init(
         userIdentifier: String, provider: String, state: String, expiresAt: Int64, issuedAt: Int64, sessionStartedAt: Int64,
@@ -243,6 +248,8 @@ public struct CredentialStatus: Sendable, Hashable {
         object.setIfPresent("leaseExpiresAt", leaseExpiresAt.map(JSONValue.int))
         object.setIfPresent("shorterThanMargin", shorterThanMargin.map(JSONValue.bool))
         object.setIfPresent("tokenType", tokenType.map(JSONValue.string))
+        object.setIfPresent("reloginBy", reloginBy.map(JSONValue.int))
+        object.setIfPresent("reloginReason", reloginReason.map(JSONValue.string))
         return object
     }
 
@@ -260,6 +267,8 @@ public struct CredentialStatus: Sendable, Hashable {
         leaseExpiresAt = try r.optionalInt("leaseExpiresAt")
         shorterThanMargin = try r.optionalBool("shorterThanMargin")
         tokenType = try r.optionalString("tokenType")
+        reloginBy = try r.optionalInt("reloginBy")
+        reloginReason = try r.optionalString("reloginReason")
     }
 }
 

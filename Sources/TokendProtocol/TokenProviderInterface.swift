@@ -84,7 +84,12 @@ public enum TokenProviderInterface {
           shorterThanMargin: ?bool,
           # The access token's type: Bearer, or DPoP for tokens bound to the credential's key, which
           # take a proof per request (ProvideDPoPProof).
-          tokenType: ?string
+          tokenType: ?string,
+          # Seconds since the epoch after which no refresh can keep the credential alive: a new login is
+          # needed by then. Absent when no such end is known.
+          reloginBy: ?int,
+          # Why reloginBy: max_token_age, session_end, refresh_token_expiry or token_expiry.
+          reloginReason: ?string
         )
 
         # Returns an access token for userIdentifier that stays valid for at least minValidSeconds

@@ -9,7 +9,8 @@ extension Tokenctl {
             discussion: """
                 The table shows, per credential: the user identifier, the provider, the state \
                 (valid, refreshing, retrying, reauthentication_required, expired), how long the \
-                current token stays valid, when the next refresh is due, and the last refresh \
+                current token stays valid, when the next refresh is due, how long until a new \
+                login is needed (RELOGIN BY; - when nothing ends the login), and the last refresh \
                 error. Tokens are never shown. --json prints the status as the daemon sent it.
                 """
         )

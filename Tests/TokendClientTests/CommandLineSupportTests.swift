@@ -39,7 +39,7 @@ struct StatusTableTests {
             retrying: 1,
             nextRefreshAt: Self.now + 250
         )
-        let rows = [
+        var rows = [
             CredentialStatus(
                 userIdentifier: "bob",
                 provider: "example",
@@ -62,14 +62,16 @@ struct StatusTableTests {
                 nextRefreshAt: Self.now + 543
             ),
         ]
+        rows[1].reloginBy = Self.now + 7 * 86_400 - 3600
+        rows[1].reloginReason = "session_end"
         let text = StatusTable.render(daemon: daemon, credentials: rows, now: Self.now)
         #expect(
             text == """
                 tokend 0.1.0, up 2h 3m; 2 credentials: 1 valid, 1 retrying; next refresh in 4m 10s
 
-                USER   PROVIDER  STATE     EXPIRES IN  NEXT REFRESH  LAST REFRESH  REFRESHES  LAST ERROR
-                alice  example   valid     14m 3s      9m 3s         -             0          -
-                bob    example   retrying  expired     30s           5m 2s ago     7          the IdP answered 503
+                USER   PROVIDER  STATE     EXPIRES IN  NEXT REFRESH  RELOGIN BY  LAST REFRESH  REFRESHES  LAST ERROR
+                alice  example   valid     14m 3s      9m 3s         6d 23h      -             0          -
+                bob    example   retrying  expired     30s           -           5m 2s ago     7          the IdP answered 503
 
                 """
         )

@@ -7,7 +7,9 @@ import TokendProtocol
 /// characters before it reaches a terminal.
 public enum StatusTable {
     /// The column titles, in order.
-    public static let columns = ["USER", "PROVIDER", "STATE", "EXPIRES IN", "NEXT REFRESH", "LAST REFRESH", "REFRESHES", "LAST ERROR"]
+    public static let columns = [
+        "USER", "PROVIDER", "STATE", "EXPIRES IN", "NEXT REFRESH", "RELOGIN BY", "LAST REFRESH", "REFRESHES", "LAST ERROR",
+    ]
     /// The longest `LAST ERROR` shown; the full text is in `--json`.
     public static let maximumErrorLength = 60
 
@@ -111,9 +113,18 @@ public enum StatusTable {
         return [
             clean(status.userIdentifier), clean(status.provider), clean(status.state),
             DurationText.expiresIn(status.expiresAt, now: now), DurationText.until(status.nextRefreshAt, now: now),
-            DurationText.ago(status.lastRefreshAt, now: now), String(status.refreshCount),
+            reloginCell(status, now: now), DurationText.ago(status.lastRefreshAt, now: now), String(status.refreshCount),
             lastError,
         ]
+    }
+
+    /// `RELOGIN BY`: how long until a new login is needed (`6d 23h`), `passed` once the date is
+    /// behind, `-` when no such date is known.
+    static func reloginCell(_ status: CredentialStatus, now: Int64) -> String {
+        guard let reloginBy = status.reloginBy else { return "-" }
+        let (remaining, overflow) = reloginBy.subtractingReportingOverflow(now)
+        guard !overflow else { return reloginBy > now ? "never" : "passed" }
+        return remaining > 0 ? DurationText.format(seconds: remaining) : "passed"
     }
 
     /// Left-aligned columns two spaces apart; the last column is not padded.

@@ -30,6 +30,13 @@ public struct Credential: Sendable, Hashable {
     /// Tokens narrowed to a scope or resource for programs that asked (``NarrowedToken``);
     /// they go with the credential: a new login or its removal drops them.
     public var narrowedTokens: [NarrowedToken] = []
+    /// When the refresh token stops working, when the provider said so (`refresh_expires_in`, or
+    /// the `exp` of a JWT refresh token); nil when unknown. One of the re-login date's ends
+    /// (``ReloginDeadline``).
+    public var refreshTokenExpiresAt: Timestamp?
+    /// The re-login warnings said so far (``ReloginWarningPlan``), kept so a restart or another
+    /// node neither repeats nor skips one.
+    public var reloginWarnings: ReloginWarningRecord?
     /// Bumped by every write of this credential; the store refuses a write based on an older
     /// generation, so two writers can never silently overwrite each other.
     public var generation: Int64
@@ -49,7 +56,9 @@ public struct Credential: Sendable, Hashable {
         status: RefreshStatus = RefreshStatus(),
         dpopKey: SecretString? = nil,
         narrowedTokens: [NarrowedToken] = [],
-        generation: Int64 = 0
+        generation: Int64 = 0,
+        refreshTokenExpiresAt: Timestamp? = nil,
+        reloginWarnings: ReloginWarningRecord? = nil
     ) {
         self.userIdentifier = userIdentifier
         self.provider = provider
@@ -66,6 +75,8 @@ public struct Credential: Sendable, Hashable {
         self.dpopKey = dpopKey
         self.narrowedTokens = narrowedTokens
         self.generation = generation
+        self.refreshTokenExpiresAt = refreshTokenExpiresAt
+        self.reloginWarnings = reloginWarnings
     }
 }
 

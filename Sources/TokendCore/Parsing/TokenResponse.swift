@@ -14,6 +14,10 @@ public struct TokenResponse: Sendable, Hashable {
     public var scope: String?
     /// An OpenID Connect ID token, when present.
     public var idToken: SecretString?
+    /// `refresh_expires_in` (Keycloak and others), when present and a positive number of
+    /// seconds: how long the refresh token works. `0` (an offline token) and unusable values
+    /// say nothing.
+    public var refreshExpiresIn: Duration?
 
     public init(
         accessToken: SecretString,
@@ -102,6 +106,11 @@ extension TokenResponse {
             case let seconds?: response.expiresIn = .seconds(seconds)  // Huge values: max_token_age caps the deadline.
             }
         }
+        if let refreshExpires = object["refresh_expires_in"], !refreshExpires.isNull,
+            let seconds = refreshExpires.int64Value ?? refreshExpires.stringValue.flatMap({ Int64($0) }), seconds > 0
+        {
+            response.refreshExpiresIn = .seconds(seconds)
+        }
         if let scope = object["scope"], !scope.isNull {
             guard let text = scope.stringValue else { throw TokenResponseError("scope is not a string") }
             response.scope = text
@@ -130,6 +139,13 @@ extension TokenResponse {
             issuedAt: issuedAt, expiresAt: receivedAt + assumed,
             assumedBecause: expiresInIgnored?.description ?? "the response has neither expires_in nor a JWT exp"
         )
+    }
+
+    /// When the refresh token stops working, if the provider says: `refresh_expires_in` counted
+    /// from `receivedAt`, else the `exp` of a JWT refresh token; nil when neither is there.
+    public func refreshTokenExpiry(receivedAt: Timestamp) -> Timestamp? {
+        if let refreshExpiresIn { return receivedAt + refreshExpiresIn }
+        return refreshToken.flatMap { JWTTimeClaims(jwt: $0.value)?.expiresAt }
     }
 
     /// The lifetime a caller states when it hands tokend a token (`AddCredential`): as

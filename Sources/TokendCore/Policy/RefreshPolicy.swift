@@ -23,6 +23,9 @@ public struct RefreshPolicy: Sendable, Hashable {
     /// wrong guess costs little: an API that refuses the token earlier gets a new one through
     /// `rejectedToken`.
     public var assumedLifetime: Duration = .seconds(300)
+    /// Whether the provider renews a token without a refresh token (exec, HAT): then a
+    /// credential's token deadline is no end of its login (``ReloginDeadline``).
+    public var renewsWithoutRefreshToken: Bool = false
 
     public static let defaultMaxTokenAge: Duration = .seconds(30 * 24 * 3600)
 

@@ -24,6 +24,11 @@ extension Credential {
         var next = self
         next.accessToken = response.accessToken
         if let rotated = response.refreshToken { next.refreshToken = rotated }
+        // A rotated refresh token has its own expiry (or none stated); a kept one keeps its
+        // expiry unless the provider restates it.
+        if response.refreshToken != nil || response.refreshExpiresIn != nil {
+            next.refreshTokenExpiresAt = response.refreshTokenExpiry(receivedAt: receivedAt)
+        }
         next.tokenType = response.tokenType
         if let scope = response.scope { next.scope = scope }
         next.issuedAt = lifetime.issuedAt

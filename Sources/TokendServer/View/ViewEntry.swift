@@ -27,6 +27,8 @@ final class ViewEntry: Sendable {
     /// served past it.
     let deadline: Timestamp
     let sessionEndsAt: Timestamp?
+    /// The date after which only a new login helps, if one is known (``ReloginDeadline``).
+    let relogin: ReloginDeadline?
     /// The token lives no longer than its provider's `refresh_margin`, which planning then
     /// shortens (``RefreshPolicy/plan(issuedAt:deadline:lastGrantAt:jitter:)``).
     let shorterThanMargin: Bool
@@ -36,6 +38,9 @@ final class ViewEntry: Sendable {
     let status: RefreshStatus
     let generation: Int64
     let hasRefreshToken: Bool
+    let refreshTokenExpiresAt: Timestamp?
+    /// The re-login warnings said so far, as stored.
+    let reloginWarnings: ReloginWarningRecord?
     /// The planned proactive refresh, if one is scheduled.
     let nextRefreshAt: Timestamp?
     private let encodedReply = Mutex<[UInt8]?>(nil)
@@ -64,7 +69,7 @@ final class ViewEntry: Sendable {
             userIdentifier: old.userIdentifier, provider: old.provider, accessToken: SecretString(""), refreshToken: nil,
             tokenType: old.tokenType, scope: old.scope, expiresAt: old.expiresAt, issuedAt: old.issuedAt,
             sessionStartedAt: old.sessionStartedAt, readers: old.readers, enrolment: old.enrolment, status: status,
-            generation: old.generation
+            generation: old.generation, refreshTokenExpiresAt: old.refreshTokenExpiresAt, reloginWarnings: old.reloginWarnings
         )
         self.init(
             metadata: metadata, token: old.token, hasRefreshToken: old.hasRefreshToken, policy: policy, resolvedReaders: resolvedReaders,
@@ -87,6 +92,12 @@ final class ViewEntry: Sendable {
         sessionStartedAt = credential.sessionStartedAt
         deadline = policy.deadline(of: credential)
         sessionEndsAt = policy.sessionEnd(of: credential)
+        refreshTokenExpiresAt = credential.refreshTokenExpiresAt
+        reloginWarnings = credential.reloginWarnings
+        relogin = ReloginDeadline.of(
+            times: CredentialTimes(of: credential), policy: policy, renewable: hasRefreshToken || policy.renewsWithoutRefreshToken,
+            refreshTokenExpiresAt: credential.refreshTokenExpiresAt,
+            refreshTokenIssuedAt: credential.status.lastRefreshAt ?? credential.sessionStartedAt)
         shorterThanMargin = deadline - credential.issuedAt <= policy.minimumMargin
         readers = credential.readers
         self.resolvedReaders = resolvedReaders
@@ -174,6 +185,8 @@ final class ViewEntry: Sendable {
             enrolledByUid: Int64(enrolment.uid)
         )
         if shorterThanMargin { status.shorterThanMargin = true }
+        status.reloginBy = relogin?.at.secondsSince1970
+        status.reloginReason = relogin?.reason.rawValue
         status.tokenType = tokenType
         return status
     }
