@@ -32,19 +32,24 @@ func readerCases(t *testing.T) []readerCase {
 	if err := json.Unmarshal(data, &fixture); err != nil {
 		t.Fatal(err)
 	}
-	if len(fixture.Cases) < 40 {
+	if len(fixture.Cases) < 100 {
 		t.Fatalf("the fixture has %d cases", len(fixture.Cases))
 	}
 	return fixture.Cases
 }
 
 func TestParseReaderAgreesWithTheSharedFixture(t *testing.T) {
-	problems := map[string]bool{}
+	problems, kinds := map[string]bool{}, map[string]bool{}
 	for _, c := range readerCases(t) {
 		reader, err := tokend.ParseReader(c.Text)
 		if c.Error == "" {
 			if err != nil || reader != c.Reader {
 				t.Errorf("ParseReader(%q) = %q, %v; the fixture says %q", c.Text, reader, err, c.Reader)
+			}
+			kind, _, _ := strings.Cut(reader, ":")
+			kinds[kind] = true
+			if again, err := tokend.ParseReader(reader); err != nil || again != reader {
+				t.Errorf("ParseReader(%q) = %q, %v: the canonical form does not parse to itself", reader, again, err)
 			}
 			continue
 		}
@@ -54,12 +59,15 @@ func TestParseReaderAgreesWithTheSharedFixture(t *testing.T) {
 			t.Errorf("ParseReader(%q) = %q, %v; the fixture says error %s", c.Text, reader, err, c.Error)
 			continue
 		}
-		if !errors.Is(err, tokend.ErrInvalidParameter) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("ParseReader(%q): %v is not a one-line invalid parameter", c.Text, err)
+		if !errors.Is(err, tokend.ErrInvalidParameter) || strings.Contains(err.Error(), "\n") || len(err.Error()) > 400 {
+			t.Errorf("ParseReader(%q): %v is not a short one-line invalid parameter", c.Text, err)
 		}
 	}
-	if len(problems) != 4 {
-		t.Errorf("the fixture covers problems %v, not all four", problems)
+	if len(problems) != 7 {
+		t.Errorf("the fixture covers problems %v, not all seven", problems)
+	}
+	if len(kinds) != 6 {
+		t.Errorf("the fixture accepts readers of kinds %v, not all six", kinds)
 	}
 }
 

@@ -119,7 +119,7 @@ type AddCredentialRequest struct {
 	TokenType      string        // optional (Bearer)
 	ExpiresIn      time.Duration // optional; whole seconds are sent
 	Scope          string        // optional
-	Readers        []string      // optional: uid:N, gid:N, user:NAME, group:NAME (see ParseReader); default the caller's uid
+	Readers        []string      // optional: uid:N, gid:N, user:NAME, group:NAME, unit:NAME, exe:PATH, uid:N+unit:NAME... (see ParseReader); default the caller's uid
 	Replace        bool
 }
 

@@ -16,10 +16,17 @@ FIXTURE = Path(__file__).resolve().parents[3] / "Tests" / "Fixtures" / "reader-g
 CASES = json.loads(FIXTURE.read_text(encoding="utf-8"))["cases"]
 
 
+PROBLEMS = {"no-kind", "unknown-kind", "invalid-id", "invalid-name", "invalid-unit", "invalid-path", "invalid-combination"}
+
+
 def test_the_fixture_has_every_kind_and_every_problem():
-    assert len(CASES) >= 40
-    assert {case["reader"].partition(":")[0] for case in CASES if "reader" in case} == {"uid", "gid", "user", "group"}
-    assert {case["error"] for case in CASES if "error" in case} == {"no-kind", "unknown-kind", "invalid-id", "invalid-name"}
+    assert len(CASES) >= 100
+    readers = [case["reader"] for case in CASES if "reader" in case]
+    assert {reader.partition(":")[0] for reader in readers} == {"uid", "gid", "user", "group", "unit", "exe"}
+    joined = {(left.partition(":")[0], right.partition(":")[0]) for left, plus, right in (r.partition("+") for r in readers) if plus}
+    assert {("uid", "unit"), ("uid", "exe"), ("user", "unit"), ("user", "exe")} <= joined
+    assert {case["error"] for case in CASES if "error" in case} == PROBLEMS
+    assert all(("reader" in case) != ("error" in case) for case in CASES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[repr(case["text"])[:40] for case in CASES])
@@ -33,6 +40,14 @@ def test_parse_reader_agrees_with_the_fixture(case):
         assert raised.value.problem == case["error"]
         assert isinstance(raised.value, ValueError)
         assert "\n" not in str(raised.value) and str(raised.value).startswith("reader '")
+        assert len(str(raised.value)) < 400
+
+
+def test_a_sha256_is_sent_in_lower_case_and_a_malformed_one_is_part_of_the_path():
+    digest = "0123456789abcdef" * 4
+    assert tokend.parse_reader("uid:1+exe:/usr/bin/a@sha256:" + digest.upper()) == "uid:1+exe:/usr/bin/a@sha256:" + digest
+    # 63 digits: no sha256, the whole text is the path, kept as given.
+    assert tokend.parse_reader("exe:/usr/bin/a@sha256:" + digest[:63].upper()) == "exe:/usr/bin/a@sha256:" + digest[:63].upper()
 
 
 def test_add_credential_refuses_a_bad_reader_before_sending():
@@ -49,3 +64,4 @@ def test_the_daemon_stores_the_canonical_readers(client, user, pool):
     client.add_token_response(user, PROVIDER, pool.take(), readers=["gid:%d" % gid, "uid:0042"])
     assert client.status(user).credentials[0].readers == ("gid:%d" % gid, "uid:42")
     assert client.token(user).access_token  # this process holds the group
+
