@@ -97,6 +97,7 @@ extension PostgresCredentialStore {
                         + "generation \(floor); it is refused"),
                 kind: .rolledBack, user: user, generation: generation)
         }
+        saveGenerationFloors()
         return result
     }
 

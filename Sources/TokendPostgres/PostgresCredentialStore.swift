@@ -40,6 +40,12 @@ public final class PostgresCredentialStore: CredentialStore {
     /// status-only write can authenticate the row without reading it again). Kept after a
     /// removal, so an old row written back is still recognised.
     let seenRows = Mutex<[String: SeenRow]>([:])
+    /// Floors saved by this node before it last stopped (``GenerationFloors``), compared with
+    /// rows as the floors of ``seenRows`` are.
+    let persistedFloors = Mutex<[String: Int64]>([:])
+    /// The store id the floors file is written for, once read; the floors last written.
+    let generationFloorsStore = Mutex<String?>(nil)
+    let savedFloors = Mutex<[String: Int64]?>(nil)
     /// Refused rows already reported, as "kind generation user", so a reconciliation does not
     /// report the same one again every interval.
     private let reportedRefusals = Mutex<Set<String>>([])
@@ -58,6 +64,7 @@ public final class PostgresCredentialStore: CredentialStore {
             settings: settings, keyring: keyring, logger: logger, eventLoopGroup: eventLoopGroup, now: now)
         do {
             try await store.migrate(productVersion: productVersion)
+            try await store.loadGenerationFloors()
         } catch {
             try? await store.close()
             throw error
@@ -143,7 +150,10 @@ public final class PostgresCredentialStore: CredentialStore {
     }
 
     /// The generations of the newest rows seen, to compare rows read from now on with.
-    func seenGenerations() -> [String: Int64] { seenRows.withLock { $0.mapValues(\.generation) } }
+    func seenGenerations() -> [String: Int64] {
+        let seen = seenRows.withLock { $0.mapValues(\.generation) }
+        return persistedFloors.withLock { $0 }.merging(seen, uniquingKeysWith: max)
+    }
 
     /// Records an authenticated row read or written at `generation`.
     func noteSeen(_ user: String, generation: Int64, contentDigest: [UInt8], salt: [UInt8]) {
@@ -175,6 +185,7 @@ public final class PostgresCredentialStore: CredentialStore {
             return closed
         }
         if already { return }
+        saveGenerationFloors()
         runTask.cancel()
         // Bounded: a client that does not wind down must not hold up the daemon's stop.
         if await BoundedWait.result(of: runTask, within: Self.closeLimit) == nil {

@@ -15,10 +15,13 @@ public struct PostgresStoreSettings: Sendable, Equatable {
     public var operationTimeoutMilliseconds: Int64
     /// Whether the connection must be encrypted and the server's certificate verified.
     public var tls: PostgresTLSMode
+    /// Where this node keeps the newest generation it has seen of each credential across
+    /// restarts (``GenerationFloors``); `nil` keeps them in memory only.
+    public var generationsFile: String?
 
     public init(
         url: String, password: String?, leaseMilliseconds: Int64, nodeName: String, reconcileMilliseconds: Int64 = 30_000,
-        operationTimeoutMilliseconds: Int64 = 5_000, tls: PostgresTLSMode = .prefer
+        operationTimeoutMilliseconds: Int64 = 5_000, tls: PostgresTLSMode = .prefer, generationsFile: String? = nil
     ) {
         self.url = url
         self.password = password
@@ -27,6 +30,7 @@ public struct PostgresStoreSettings: Sendable, Equatable {
         self.reconcileMilliseconds = reconcileMilliseconds
         self.operationTimeoutMilliseconds = operationTimeoutMilliseconds
         self.tls = tls
+        self.generationsFile = generationsFile
     }
 }
 

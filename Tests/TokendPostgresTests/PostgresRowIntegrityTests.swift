@@ -2,9 +2,10 @@ import Logging
 import Synchronization
 import Testing
 import TokendCore
-import TokendPostgres
 import TokendStorage
 import TokendTestSupport
+
+@testable import TokendPostgres
 
 /// Rows of the shared store edited, copied or rolled back with SQL, outside tokend: every one
 /// is refused with `.integrity`, reported, and left out of the start-up index. Writes that
@@ -107,6 +108,61 @@ struct PostgresRowIntegrityTests {
             try await fresh.close()
             try await store.close()
         }
+    }
+
+    /// The old row is written back while the node is stopped: started again, the node still
+    /// refuses it, from the generations it saved in its state directory. A store with another
+    /// id (another database at the same address) gets none of those floors.
+    @Test func aRowRolledBackWhileTheNodeWasDownIsRefusedWhenItStartsAgain() async throws {
+        try await withServer { server in
+            var settings = Fixture.settings(server, node: "a")
+            settings.generationsFile = server.directory + "/node-a-generations.json"
+            let store = try await PostgresCredentialStore.open(
+                settings: settings, keyring: Fixture.keyring, logger: Logger(label: "test.a"))
+            let first = try await store.insert(Fixture.credential("alice", access: "first"), replacing: false)
+            try await server.psql("CREATE TABLE saved AS SELECT * FROM tokend_credentials")
+            var next = first
+            next.readers = [.uid(1000)]
+            _ = try await store.update(next, expectedGeneration: first.generation)
+            try await store.close()
+            try await server.psql(
+                "DELETE FROM tokend_credentials WHERE user_identifier = 'alice'; INSERT INTO tokend_credentials SELECT * FROM saved")
+
+            let restarted = try await PostgresCredentialStore.open(
+                settings: settings, keyring: Fixture.keyring, logger: Logger(label: "test.a"))
+            let reports = Reports()
+            restarted.onIntegrityFailure { kind in reports.append(kind) }
+            let error = await #expect(throws: StorageError.self) { try await restarted.load(userIdentifier: "alice") }
+            #expect(error?.code == .integrity)
+            #expect(error?.message.contains("rolled back") == true)
+            #expect(reports.withLock { $0 } == [.rolledBack])
+            try await restarted.close()
+
+            try await server.psql("UPDATE tokend_meta SET value = 'another store' WHERE key = 'store_id'")
+            let elsewhere = try await PostgresCredentialStore.open(
+                settings: settings, keyring: Fixture.keyring, logger: Logger(label: "test.a"))
+            #expect(try await elsewhere.load(userIdentifier: "alice")?.accessToken.value == "first")
+            try await elsewhere.close()
+        }
+    }
+
+    @Test func savedGenerationsAreAdoptedOnlyForTheirStore() {
+        let saved = GenerationFloors(store: "s1", floors: ["alice": 7, "bob": 3])
+        #expect(GenerationFloors.decide(saved: nil, storeID: "s1", counter: 9, file: "f") == .discard(problem: nil))
+        #expect(GenerationFloors.decide(saved: saved, storeID: "s1", counter: 9, file: "f") == .adopt(saved.floors, restored: nil))
+        guard case .discard(let problem?) = GenerationFloors.decide(saved: saved, storeID: "s2", counter: 9, file: "f") else {
+            Issue.record("another store's floors were adopted")
+            return
+        }
+        #expect(problem.contains("another shared store"))
+        guard case .adopt(let floors, let restored?) = GenerationFloors.decide(saved: saved, storeID: "s1", counter: 5, file: "f") else {
+            Issue.record("a counter behind the floors was not reported")
+            return
+        }
+        #expect(floors == saved.floors)
+        #expect(restored.contains("restored from an older copy") && restored.contains("remove f"))
+        #expect(GenerationFloors.decoded(try! saved.encoded()) == saved)
+        #expect(GenerationFloors.decoded(Array("not json".utf8)) == nil)
     }
 
     /// A status-only write on a node that has not read the row authenticates it from a fresh,
