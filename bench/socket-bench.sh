@@ -34,6 +34,7 @@ KEEP_TMP=${KEEP_TMP:-0}
 DO_PIN=${DO_PIN:-1}
 DO_CPR=${DO_CPR:-1}
 CALL=${CALL:-token}                    # token: ProvideTokenReplacement; dpop: ProvideDPoPProof
+READER=${READER:-}                     # the credential's reader (tokenctl add --reader); default the uid
 
 usage() {
     cat <<EOF
@@ -53,6 +54,10 @@ usage: $0 [options]
   --call token|dpop       what each request asks (default token): a cached token, or a DPoP
                           proof for a DPoP-bound credential (one P-256 signature per call);
                           dpop results go to dpop-socket-<timestamp>.json (env CALL)
+  --reader READER         the benchmark credential's reader instead of this uid (env READER);
+                          LOADGEN in it is replaced by loadgen's path, LOADGEN_SHA256 by its
+                          sha256, UID by this uid: --reader 'uid:UID+exe:LOADGEN@sha256:LOADGEN_SHA256'
+                          measures a program-reader check (results go to <prefix>-reader-<timestamp>.json)
 env: TOKEND_BIN, TOKENCTL_BIN (default .build-release/dist/{tokend,tokenctl}), FLOOR_MODE
      (thread|epoll, default thread), FLOOR_CPR_MODE (default epoll), PIN_CPU (default 0)
 EOF
@@ -73,6 +78,7 @@ while [ $# -gt 0 ]; do
     --results-dir) RESULTS_DIR=$2; shift ;;
     --keep-tmp) KEEP_TMP=1 ;;
     --call) CALL=$2; shift ;;
+    --reader) READER=$2; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "socket-bench: unknown argument: $1" >&2; usage >&2; exit 1 ;;
     esac
@@ -109,6 +115,19 @@ if [ "$DO_PIN" = 1 ] && ! command -v taskset >/dev/null; then log "taskset not f
 make -s -C "$BENCH_DIR" >&2 || die "building the C tools failed"
 LOADGEN="$BIN/loadgen"
 ECHO_SERVER="$BIN/echo_server"
+READER_ARGS=()
+if [ -n "$READER" ]; then
+    [ "$FLOOR_ONLY" != 1 ] || die "--reader needs tokend, not --floor-only"
+    # /proc/PID/exe shows the path with symbolic links resolved: that is what an exe: reader names.
+    loadgen_path=$(realpath "$LOADGEN")
+    loadgen_sha256=$(sha256sum "$loadgen_path" | cut -d' ' -f1)
+    READER=${READER//LOADGEN_SHA256/$loadgen_sha256}
+    READER=${READER//LOADGEN/$loadgen_path}
+    READER=${READER//UID/$(id -u)}
+    READER_ARGS=(--reader "$READER")
+    RESULT_PREFIX=$RESULT_PREFIX-reader
+    log "the credential's reader: $READER"
+fi
 
 # ------------------------------------------------------ temp dir and cleanup
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tokend-bench.XXXXXX")
@@ -224,7 +243,7 @@ EOF
     REFRESH_TOKEN=${rand:40:40}
     printf '{"access_token":"%s","refresh_token":"%s","expires_in":86400,"token_type":"%s"}' \
         "$ACCESS_TOKEN" "$REFRESH_TOKEN" "$TOKEN_TYPE" >"$TMP/token.json"
-    if ! timeout 30 "$TOKENCTL_BIN" add bench-user --socket "$TARGET_SOCK" --provider bench \
+    if ! timeout 30 "$TOKENCTL_BIN" add bench-user --socket "$TARGET_SOCK" --provider bench "${READER_ARGS[@]}" \
         <"$TMP/token.json" >"$TMP/tokenctl.log" 2>&1; then
         log "tokenctl add failed:"; cat "$TMP/tokenctl.log" >&2
         log "tokend log:"; tail -50 "$TMP/tokend.log" >&2
@@ -355,6 +374,7 @@ json_str() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | 
     printf '{"kind":"tokend-socket-bench","call":"%s","started":"%s","finished":"%s",' "$CALL" "$START_TS" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     printf '"floor_only":%s,"target":"%s",' "$([ "$FLOOR_ONLY" = 1 ] && echo true || echo false)" "$TARGET_NAME"
     printf '"tokend_bin":%s,' "$([ "$FLOOR_ONLY" = 1 ] && echo null || json_str "$TOKEND_BIN")"
+    printf '"reader":%s,' "$([ -n "$READER" ] && json_str "$READER" || echo '"uid (default)"')"
     printf '"request_bytes":%s,"reply_bytes":%s,' "$REQUEST_BYTES" "$MEASURED_REPLY"
     printf '"settings":{"requests":%s,"duration_s":%s,"repeat":%s,"warmup_per_connection":%s,"cpr_requests":%s,"pin_cpu":%s,"floor_mode":"%s","floor_cpr_mode":"%s","reply_checked_for_token":%s},' \
         "$REQUESTS" "$DURATION" "$REPEAT" "$WARMUP" "$CPR_REQUESTS" "$PIN_CPU" "$FLOOR_MODE" "$FLOOR_CPR_MODE" \
@@ -368,6 +388,7 @@ json_str() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | 
 echo
 echo "tokend socket benchmark ($TARGET_NAME vs floor), request $REQUEST_BYTES B, reply $MEASURED_REPLY B, $NCPU CPUs," \
     "median of $REPEAT, <= $REQUESTS requests or ${DURATION}s per run"
+echo "the credential's reader: ${READER:-this uid (default)}"
 cat "$TABLE"
 echo "ratio = $TARGET_NAME req/s / floor req/s (1.0 = as fast as a server that does nothing)"
 [ "$ANY_BAD" = 1 ] && echo "! = some run had error replies, mismatched replies or transport failures (see the JSON)"
