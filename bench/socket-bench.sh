@@ -57,7 +57,7 @@ usage: $0 [options]
   --reader READER         the benchmark credential's reader instead of this uid (env READER);
                           LOADGEN in it is replaced by loadgen's path, LOADGEN_SHA256 by its
                           sha256, UID by this uid: --reader 'uid:UID+exe:LOADGEN@sha256:LOADGEN_SHA256'
-                          measures a program-reader check (results go to <prefix>-reader-<timestamp>.json)
+                          measures a program-reader check (results go to reader-<prefix>-<timestamp>.json)
 env: TOKEND_BIN, TOKENCTL_BIN (default .build-release/dist/{tokend,tokenctl}), FLOOR_MODE
      (thread|epoll, default thread), FLOOR_CPR_MODE (default epoll), PIN_CPU (default 0)
 EOF
@@ -125,7 +125,7 @@ if [ -n "$READER" ]; then
     READER=${READER//LOADGEN/$loadgen_path}
     READER=${READER//UID/$(id -u)}
     READER_ARGS=(--reader "$READER")
-    RESULT_PREFIX=$RESULT_PREFIX-reader
+    RESULT_PREFIX=reader-$RESULT_PREFIX
     log "the credential's reader: $READER"
 fi
 
