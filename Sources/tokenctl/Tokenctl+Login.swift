@@ -8,7 +8,7 @@ import TokendClient
 #endif
 
 extension Tokenctl {
-    /// `tokenctl login USER --provider NAME [--device] [--no-browser] [--port N] [--reader …] [--replace]`.
+    /// `tokenctl login USER [--provider NAME] [--device] [--no-browser] [--port N] [--reader …] [--replace]`.
     struct Login: AsyncParsableCommand {
         /// `expires in 20s`, `has expired` or `does not expire`.
         static func expiry(_ expiresAt: Int64, now: Int64) -> String {
@@ -38,6 +38,13 @@ extension Tokenctl {
 
                 Administrators may log in anyone; other users only themselves (the credential's \
                 only reader is then their own uid).
+
+                On a user that has a credential, login renews it in place: the new tokens go \
+                under the same name, with the same provider, readers and owner, so token files \
+                and programs watching it get the new token, and tokend revokes the old refresh \
+                token at the provider. Only the uid that enrolled the credential, or an \
+                administrator, may renew it; --provider may be left out. --replace instead \
+                replaces it with a new credential of your own.
                 """
         )
 
@@ -46,8 +53,12 @@ extension Tokenctl {
         @Argument(help: "The user identifier the credential is for.")
         var user: String
 
-        @Option(name: .long, help: ArgumentHelp("The provider in tokend's configuration to log in at.", valueName: "name"))
-        var provider: String
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "The provider in tokend's configuration to log in at (default: the existing credential's, to renew it).", valueName: "name")
+        )
+        var provider: String?
 
         @Flag(name: .long, help: "Use the device authorization grant (a code to enter on another device).")
         var device = false
@@ -72,7 +83,7 @@ extension Tokenctl {
 
         func validate() throws {
             try UserArgument.validate(user)
-            guard Identifier.isValid(provider) else {
+            if let provider, !Identifier.isValid(provider) {
                 throw ValidationError("The provider name must be 1 to 255 printable ASCII characters without spaces or '/'.")
             }
             if let port, !(1...65535).contains(port) { throw ValidationError("--port must be between 1 and 65535.") }
@@ -84,6 +95,7 @@ extension Tokenctl {
 
         func run() async throws {
             let client = global.makeClient()
+            let (provider, held) = try await providerToLogInAt(client)
             // Listening before BeginLogin: the authorization URL must name the port.
             var listener: LoopbackListener?
             var redirectPort = port
@@ -113,6 +125,7 @@ extension Tokenctl {
                 throw Terminal.fail(error)
             }
             await client.close()
+            let renewing = !replace && held
 
             let status: CredentialStatus
             switch challenge.flow {
@@ -124,8 +137,28 @@ extension Tokenctl {
             }
             let now = Terminal.now()
             Terminal.writeOutput(
-                "Logged in: stored the credential of user '\(status.userIdentifier)' (provider \(status.provider)); its token \(Self.expiry(status.expiresAt, now: now))."
+                "Logged in: \(renewing ? "renewed" : "stored") the credential of user '\(status.userIdentifier)' (provider \(status.provider)); its token \(Self.expiry(status.expiresAt, now: now))."
             )
+        }
+
+        /// `--provider`, or the provider of the credential under the name (a renewal), and
+        /// whether the caller sees a credential there. Without `--provider`, a credential the
+        /// caller may not see is refused as tokend refuses it.
+        private func providerToLogInAt(_ client: TokendClient) async throws -> (String, held: Bool) {
+            if let provider {
+                let held = (try? await client.status(userIdentifier: user).credentials.isEmpty) == false
+                return (provider, held)
+            }
+            do throws(TokendClientError) {
+                guard let held = try await client.status(userIdentifier: user).credentials.first else {
+                    throw TokendClientError(code: .unknownUser, message: "no credential '\(user)'")
+                }
+                return (held.provider, true)
+            } catch {
+                var error = error
+                if error.code == .unknownUser { error.message += "; name the provider with --provider to log in" }
+                throw Terminal.fail(error)
+            }
         }
 
         /// A client whose calls may wait until the login expires.

@@ -29,7 +29,8 @@ struct LoginService: Sendable {
     func begin(_ request: BeginLoginRequest, caller: CallerIdentity) async throws(VarlinkError) -> LoginChallenge {
         let user = request.userIdentifier
         // The rules of AddCredential, checked before the user is sent anywhere.
-        try await registry.checkLoginEnrolment(request, caller: caller)
+        // A login under a name that has a credential renews it, for its owner or an administrator.
+        let placement = try await registry.checkLoginEnrolment(request, caller: caller)
         guard let provider = settings.current.providers[request.provider] else { throw .unknownProvider(request.provider) }
 
         let started = now()
@@ -112,7 +113,7 @@ struct LoginService: Sendable {
         }
         let session = LoginSession(
             id: id, caller: caller, userIdentifier: user, provider: provider.name, readers: request.readers, replace: request.replace,
-            startedAt: started, expiresAt: Timestamp(secondsSince1970: challenge.expiresAt), flow: flow
+            renews: placement == .renew, startedAt: started, expiresAt: Timestamp(secondsSince1970: challenge.expiresAt), flow: flow
         )
         await sessions.insert(session)
         logger.info(
@@ -154,12 +155,16 @@ struct LoginService: Sendable {
             throw .loginFailed(user, reason: error.reason, oauthError: error.oauthError)
         }
         do {
-            try await registry.add(request, caller: session.caller, answeredByProvider: true, dpopKey: dpopKey?.secret)
+            if session.renews {
+                try await registry.renew(request, caller: session.caller, dpopKey: dpopKey?.secret)
+            } else {
+                try await registry.add(request, caller: session.caller, answeredByProvider: true, dpopKey: dpopKey?.secret)
+            }
         } catch {
             logger.notice("login failed: the credential was not stored", metadata: metadata.merging(["error": "\(error.name)"]) { $1 })
             throw error
         }
-        logger.info("login completed", metadata: metadata)
+        logger.info(session.renews ? "login completed: credential renewed" : "login completed", metadata: metadata)
         guard let entry = view[user] else { throw .unknownUser(user) }
         return entry.credentialStatus(now: now())
     }

@@ -36,6 +36,8 @@ struct LoginSession: Sendable {
     let provider: String
     let readers: [String]?
     let replace: Bool
+    /// The login renews the credential under the name in place (``LoginRenewal``).
+    let renews: Bool
     let startedAt: Timestamp
     let expiresAt: Timestamp
     let flow: Flow

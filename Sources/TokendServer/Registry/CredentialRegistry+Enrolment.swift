@@ -1,3 +1,4 @@
+import Logging
 import TokendConfig
 import TokendCore
 import TokendJSON
@@ -8,15 +9,61 @@ import TokendStorage
 /// Adding and removing credentials: ``Enrolments`` checks who may, the store makes it durable,
 /// then the view and the scheduler learn of it.
 extension CredentialRegistry {
-    /// The checks of ``add(_:caller:answeredByProvider:)``, made when a login begins, before
-    /// the user is sent to the provider. The login's add checks again when it stores.
-    func checkLoginEnrolment(_ request: BeginLoginRequest, caller: CallerIdentity) throws(VarlinkError) {
+    /// The checks of ``add(_:caller:answeredByProvider:dpopKey:)``, made when a login begins,
+    /// before the user is sent to the provider, and what the login will do with a credential
+    /// already under the name (``LoginRenewal``): renew it in place, replace it, or neither.
+    /// The login's store checks again.
+    func checkLoginEnrolment(_ request: BeginLoginRequest, caller: CallerIdentity) throws(VarlinkError) -> LoginRenewal.Placement {
         let current = settings.current
         _ = try enrolments.admit(
             user: request.userIdentifier, provider: request.provider, readers: request.readers, caller: caller, settings: current,
             action: "login")
-        try enrolments.place(
-            user: request.userIdentifier, replace: request.replace, caller: caller, settings: current, view: view, action: "login")
+        let existing = view[request.userIdentifier].map {
+            LoginRenewal.Existing(provider: $0.provider, readers: $0.readers, ownerUID: $0.enrolment.uid)
+        }
+        let placement = try decideRenewal(
+            request.userIdentifier, existing: existing, provider: request.provider,
+            readersGiven: request.readers != nil, replace: request.replace, caller: caller, settings: current)
+        if placement != .renew {
+            try enrolments.place(
+                user: request.userIdentifier, replace: request.replace, caller: caller, settings: current, view: view, action: "login")
+        }
+        return placement
+    }
+
+    /// ``LoginRenewal/decide(existing:provider:readersGiven:replace:caller:access:)``, its
+    /// refusals answered as Varlink errors (and the denials logged).
+    private func decideRenewal(
+        _ user: String, existing: LoginRenewal.Existing?, provider: String, readersGiven: Bool, replace: Bool, caller: CallerIdentity,
+        settings current: RuntimeSettings.Values
+    ) throws(VarlinkError) -> LoginRenewal.Placement {
+        do throws(LoginRenewal.Refusal) {
+            return try LoginRenewal.decide(
+                existing: existing, provider: provider, readersGiven: readersGiven, replace: replace, caller: caller,
+                access: current.accessPolicy)
+        } catch {
+            switch error {
+            case .enrolment(.exists):
+                throw .credentialExists(user)
+            case .enrolment:
+                enrolments.logDenied(caller, action: "login", user: user)
+                throw .permissionDenied(user)
+            case .notOwner:
+                enrolments.logDenied(caller, action: "renew", user: user)
+                throw .permissionDenied(
+                    user,
+                    reason:
+                        "only the uid that enrolled '\(user)' or an administrator may renew it; --replace replaces it with a credential of your own"
+                )
+            case .otherProvider(let held):
+                throw .loginFailed(
+                    user, reason: "'\(user)' is a credential of provider '\(held)'; renew it there, or replace it with --replace",
+                    oauthError: nil)
+            case .readersGiven:
+                throw .loginFailed(
+                    user, reason: "a renewal keeps the credential's readers; drop --reader, or replace it with --replace", oauthError: nil)
+            }
+        }
     }
 
     /// Stores a credential. `answeredByProvider`: the tokens come straight from the provider's
@@ -32,6 +79,33 @@ extension CredentialRegistry {
             user: request.userIdentifier, provider: request.provider, readers: request.readers, caller: caller,
             settings: settings.current, action: "add")
 
+        let credential = try await makeCredential(
+            request, readers: readers, caller: caller, answeredByProvider: answeredByProvider, dpopKey: dpopKey)
+
+        await lock(request.userIdentifier)
+        defer { unlock(request.userIdentifier) }
+        try enrolments.place(
+            user: request.userIdentifier, replace: request.replace, caller: caller, settings: settings.current, view: view,
+            action: "replace")
+        enrolments.reserve(caller)
+        defer { enrolments.release(caller) }
+        let stored = try await insertChecked(credential, request: request, caller: caller)
+        grants.forget(stored.userIdentifier)
+        plan(stored, providers: settings.current.providers)
+        view.store(entry(for: stored, providers: settings.current.providers))
+        logger.info(
+            "credential added",
+            metadata: [
+                "user_identifier": "\(stored.userIdentifier)", "provider": "\(stored.provider)",
+                "uid": "\(caller.uid)", "pid": "\(caller.pid)", "readers": "\(readers.map(\.description).joined(separator: ","))",
+            ])
+    }
+
+    /// The credential an add or a login stores, from the request's token response, checked as
+    /// a token endpoint's answer would be (and a HAT token verified) before anything is stored.
+    private func makeCredential(
+        _ request: AddCredentialRequest, readers: [Reader], caller: CallerIdentity, answeredByProvider: Bool, dpopKey: SecretString?
+    ) async throws(VarlinkError) -> Credential {
         // A HAT PDA token is verified (signature, alg, iss, application, exp) before anything is stored.
         let isHAT = try await verifyHATEnrolment(request)
         var object = JSONObject()
@@ -80,24 +154,7 @@ extension CredentialRegistry {
             status: RefreshStatus(state: .valid, lastRefreshAt: answeredByProvider ? received : nil),
             dpopKey: credentialKey
         )
-
-        await lock(request.userIdentifier)
-        defer { unlock(request.userIdentifier) }
-        try enrolments.place(
-            user: request.userIdentifier, replace: request.replace, caller: caller, settings: settings.current, view: view,
-            action: "replace")
-        enrolments.reserve(caller)
-        defer { enrolments.release(caller) }
-        let stored = try await insertChecked(credential, request: request, caller: caller)
-        grants.forget(stored.userIdentifier)
-        plan(stored, providers: settings.current.providers)
-        view.store(entry(for: stored, providers: settings.current.providers))
-        logger.info(
-            "credential added",
-            metadata: [
-                "user_identifier": "\(stored.userIdentifier)", "provider": "\(stored.provider)",
-                "uid": "\(caller.uid)", "pid": "\(caller.pid)", "readers": "\(readers.map(\.description).joined(separator: ","))",
-            ])
+        return credential
     }
 
     /// Whether the tokens can be used with the DPoP key the credential would get
@@ -115,6 +172,88 @@ extension CredentialRegistry {
         case .accept: return
         case .refuse(let reason): throw .invalidCredential(reason)
         }
+    }
+
+    /// Revokes `credential`'s tokens at its provider (RFC 7009) as `decision` says, and logs
+    /// the outcome; a failure is logged, never thrown (`after`: what happens regardless).
+    private func revokeAtProvider(_ credential: Credential, decision: RevocationRule.Decision, after: String) async {
+        let metadata: Logger.Metadata = ["user_identifier": "\(credential.userIdentifier)", "provider": "\(credential.provider)"]
+        switch decision {
+        case .nothing:
+            logger.info(
+                "tokens not revoked: the provider never answered tokend for this credential (its tokens came from AddCredential)",
+                metadata: metadata)
+            return
+        case .refreshToken, .accessToken:
+            break
+        }
+        guard let refresher = refreshers.byProvider[credential.provider] else { return }
+        switch await refresher.revoke(credential) {
+        case .failed(let problem):
+            logger.warning("revoking the refresh token failed; \(after)", metadata: metadata.merging(["problem": "\(problem)"]) { $1 })
+        case .revoked:
+            logger.info("refresh token revoked", metadata: metadata)
+        case .unsupported:
+            logger.info("the provider has no revocation endpoint; the refresh token was not revoked", metadata: metadata)
+        }
+    }
+
+    /// Stores a login's tokens in place of the credential under the same name
+    /// (``LoginRenewal``): its readers, owner and provider stay, so token-file bindings and
+    /// `Watch` subscribers see the new token. The old grant is revoked at the provider once the
+    /// new one is stored (only what tokend obtained, ``RevocationRule``).
+    func renew(_ request: AddCredentialRequest, caller: CallerIdentity, dpopKey: SecretString?) async throws(VarlinkError) {
+        let user = request.userIdentifier
+        let login = try await makeCredential(
+            request, readers: [.uid(caller.uid)], caller: caller, answeredByProvider: true, dpopKey: dpopKey)
+        let (old, renewed) = try await storeRenewal(login, caller: caller)
+        logger.info(
+            "credential renewed",
+            metadata: [
+                "user_identifier": "\(user)", "provider": "\(renewed.provider)", "uid": "\(caller.uid)", "pid": "\(caller.pid)",
+                "owner_uid": "\(renewed.enrolment.uid)",
+            ])
+        await revokeAtProvider(old, decision: LoginRenewal.revocation(old: old, renewed: renewed), after: "the credential is renewed")
+    }
+
+    /// The locked part of ``renew(_:caller:dpopKey:)``: checked again against the stored row,
+    /// written on condition that row is still the one checked (a refresh or another node may
+    /// write it meanwhile: then once more against the new row).
+    private func storeRenewal(_ login: Credential, caller: CallerIdentity) async throws(VarlinkError) -> (Credential, Credential) {
+        let user = login.userIdentifier
+        await lock(user)
+        defer { unlock(user) }
+        for attempt in 0..<2 {
+            let stored: Credential?
+            do {
+                stored = try await store.load(userIdentifier: user)
+            } catch {
+                throw .storageFailed("the credential could not be read")
+            }
+            guard let stored else {
+                throw .loginFailed(user, reason: "the credential was removed while the login ran; log in again", oauthError: nil)
+            }
+            let existing = LoginRenewal.Existing(provider: stored.provider, readers: stored.readers, ownerUID: stored.enrolment.uid)
+            guard
+                try decideRenewal(
+                    user, existing: existing, provider: login.provider, readersGiven: false, replace: false, caller: caller,
+                    settings: settings.current) == .renew
+            else { throw .permissionDenied(user) }
+            let renewed = LoginRenewal.renewed(stored, with: login)
+            do {
+                let written = try await store.insert(renewed, replacing: true, expecting: StoredRowExpectation(seen: stored.generation))
+                grants.forget(user)
+                plan(written, providers: settings.current.providers)
+                view.store(entry(for: written, providers: settings.current.providers))
+                return (stored, written)
+            } catch let error as StorageError where error.code == .conflict && attempt == 0 {
+                continue
+            } catch {
+                logger.error("storing a renewed credential failed: \(error)", metadata: ["user_identifier": "\(user)"])
+                throw .storageFailed("the credential could not be stored")
+            }
+        }
+        throw .storageFailed("the credential changed while it was being renewed; log in again")
     }
 
     func remove(_ userIdentifier: String, caller: CallerIdentity) async throws(VarlinkError) {
@@ -145,26 +284,7 @@ extension CredentialRegistry {
         // Revoke first (RFC 7009), so the refresh token dies with the credential. A provider
         // that cannot be reached does not stop the removal the caller asked for. Only what
         // tokend got from the provider is revoked (``RevocationRule``).
-        if RevocationRule.decide(stored) == .nothing {
-            logger.info(
-                "tokens not revoked: the provider never answered tokend for this credential (its tokens came from AddCredential)",
-                metadata: ["user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)"])
-        } else if let refresher = refreshers.byProvider[stored.provider] {
-            switch await refresher.revoke(stored) {
-            case .failed(let problem):
-                logger.warning(
-                    "revoking the refresh token failed; removing the credential anyway",
-                    metadata: [
-                        "user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)", "problem": "\(problem)",
-                    ])
-            case .revoked:
-                logger.info("refresh token revoked", metadata: ["user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)"])
-            case .unsupported:
-                logger.info(
-                    "the provider has no revocation endpoint; the refresh token was not revoked",
-                    metadata: ["user_identifier": "\(userIdentifier)", "provider": "\(stored.provider)"])
-            }
-        }
+        await revokeAtProvider(stored, decision: RevocationRule.decide(stored), after: "removing the credential anyway")
         do {
             // Only the row checked above: one written since is not removed.
             _ = try await store.remove(userIdentifier: userIdentifier, expectedGeneration: stored.generation)
