@@ -147,11 +147,18 @@ public struct QuotaUsage: Sendable, Hashable {
     public var maxCredentials: Int64
     public var callsInFlight: Int64
     public var maxCallsInFlight: Int64
+    /// The systemd unit tokend saw for the calling process (for `unit:` readers); `nil` when
+    /// it has none or could not be read.
+    public var unit: String?
+    /// The executable tokend saw for the calling process (for `exe:` readers).
+    public var executable: String?
 
     public init(
         uid: Int64, administrator: Bool, connections: Int64, maxConnections: Int64, credentials: Int64, maxCredentials: Int64,
-        callsInFlight: Int64, maxCallsInFlight: Int64
+        callsInFlight: Int64, maxCallsInFlight: Int64, unit: String? = nil, executable: String? = nil
     ) {
+        self.unit = unit
+        self.executable = executable
         self.uid = uid
         self.administrator = administrator
         self.connections = connections
@@ -163,12 +170,15 @@ public struct QuotaUsage: Sendable, Hashable {
     }
 
     public var json: JSONObject {
-        [
+        var object: JSONObject = [
             "uid": .int(uid), "administrator": .bool(administrator), "connections": .int(connections),
             "maxConnections": .int(maxConnections),
             "credentials": .int(credentials), "maxCredentials": .int(maxCredentials), "callsInFlight": .int(callsInFlight),
             "maxCallsInFlight": .int(maxCallsInFlight),
         ]
+        if let unit { object["unit"] = .string(unit) }
+        if let executable { object["executable"] = .string(executable) }
+        return object
     }
 
     public init(json object: JSONObject) throws(VarlinkError) {
@@ -176,7 +186,8 @@ public struct QuotaUsage: Sendable, Hashable {
         self.init(
             uid: try r.int("uid"), administrator: try r.optionalBool("administrator") ?? false, connections: try r.int("connections"),
             maxConnections: try r.int("maxConnections"), credentials: try r.int("credentials"), maxCredentials: try r.int("maxCredentials"),
-            callsInFlight: try r.int("callsInFlight"), maxCallsInFlight: try r.int("maxCallsInFlight")
+            callsInFlight: try r.int("callsInFlight"), maxCallsInFlight: try r.int("maxCallsInFlight"),
+            unit: try r.optionalString("unit"), executable: try r.optionalString("executable")
         )
     }
 }

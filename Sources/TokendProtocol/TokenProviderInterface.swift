@@ -57,7 +57,11 @@ public enum TokenProviderInterface {
           credentials: int,
           maxCredentials: int,
           callsInFlight: int,
-          maxCallsInFlight: int
+          maxCallsInFlight: int,
+          # The systemd unit and the executable tokend saw for the calling process, as program
+          # readers (unit:, exe:) are checked against them; absent when not known.
+          unit: ?string,
+          executable: ?string
         )
 
         # One credential, without its tokens. Times are seconds since the epoch.

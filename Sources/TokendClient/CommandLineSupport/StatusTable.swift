@@ -23,7 +23,10 @@ public enum StatusTable {
         var output = ""
         if let daemon {
             output += header(daemon, now: now) + "\n"
-            if let usage = daemon.caller { output += usageLine(usage) + "\n" }
+            if let usage = daemon.caller {
+                output += usageLine(usage) + "\n"
+                if let line = callerLine(usage) { output += line + "\n" }
+            }
         }
         guard !credentials.isEmpty else {
             output +=
@@ -103,6 +106,13 @@ public enum StatusTable {
         return
             "uid \(usage.uid): \(usage.connections) of \(usage.maxConnections) connections, \(usage.credentials) of \(usage.maxCredentials) credentials, "
             + "\(usage.callsInFlight) of \(usage.maxCallsInFlight) calls waiting"
+    }
+
+    /// `caller: uid=1000 unit=backup.service exe=/usr/bin/backup`: the program tokend saw for
+    /// this caller (what `unit:` and `exe:` readers are checked against); `nil` when unknown.
+    public static func callerLine(_ usage: QuotaUsage) -> String? {
+        guard usage.unit != nil || usage.executable != nil else { return nil }
+        return clean("caller: uid=\(usage.uid) unit=\(usage.unit ?? "-") exe=\(usage.executable ?? "-")")
     }
 
     /// One table row.

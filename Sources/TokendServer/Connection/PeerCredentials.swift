@@ -10,6 +10,8 @@ import TokendCore
 /// SwiftNIO has no peer-credentials API, so this goes through `SocketOptionProvider`:
 /// `SO_PEERCRED` gives pid, uid and gid as they were when the peer called `connect()`;
 /// `SO_PEERGROUPS` gives its supplementary groups. Neither can be forged by the peer.
+/// `SO_PEERPIDFD` (Linux 6.5 and later) gives a pidfd of the process that connected, from which
+/// its program's facts are read when a program reader first needs them (``ProgramIdentity``).
 enum PeerCredentials {
     /// Mirrors glibc's `struct ucred`, which Swift cannot see.
     struct UCred: Sendable {
@@ -24,6 +26,8 @@ enum PeerCredentials {
 
     static let soPeerCred: SocketOptionName = 17
     static let soPeerGroups: SocketOptionName = 59
+    /// Not in Debian 12's headers.
+    static let soPeerPidfd: SocketOptionName = 77
 
     /// The caller's identity, read on the channel's event loop.
     static func read(from channel: any Channel) -> EventLoopFuture<CallerIdentity> {
@@ -39,8 +43,14 @@ enum PeerCredentials {
                 // supplementary groups at all, which can only deny, never grant.
                 let large: EventLoopFuture<LargeGroupList> = provider.unsafeGetSocketOption(level: level, name: soPeerGroups)
                 return large.map { groupIDs(from: $0) }.recover { _ in [] }
-            }.map { groups in
-                CallerIdentity(uid: ucred.uid, gid: ucred.gid, pid: ucred.pid, supplementaryGroups: groups)
+            }.flatMap { groups in
+                // ENOPROTOOPT before Linux 6.5: no program facts, so program readers grant nothing.
+                let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(level: level, name: soPeerPidfd)
+                return pidfd.map { Optional($0) }.recover { _ in nil }.map { pidfd in
+                    CallerIdentity(
+                        uid: ucred.uid, gid: ucred.gid, pid: ucred.pid, supplementaryGroups: groups,
+                        program: pidfd.flatMap { $0 >= 0 ? ProgramIdentity.source(pidfd: $0) : nil })
+                }
             }
         }
     }

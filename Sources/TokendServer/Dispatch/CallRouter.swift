@@ -201,10 +201,9 @@ struct CallRouter: Sendable {
     /// After a wait: whether `caller` may read `entry`, the entry the call is about to answer
     /// with (a replacement may have given it other readers meanwhile).
     func checkStillReadable(_ entry: ViewEntry, caller: CallerIdentity, method: String) throws(VarlinkError) {
-        guard mayRead(caller, entry) else {
-            logDenied(caller, method: method, user: entry.userIdentifier)
-            throw .permissionDenied(entry.userIdentifier)
-        }
+        guard case .refused(let why) = readDecision(caller, entry) else { return }
+        logDenied(caller, method: method, user: entry.userIdentifier, why: why)
+        throw .permissionDenied(entry.userIdentifier)
     }
 
     /// The answer for a credential `user` that does not exist: the truth for administrators; for
@@ -229,8 +228,8 @@ struct CallRouter: Sendable {
     /// The entry of `user` if `caller` may read its token and it may still be served.
     func readableEntry(_ user: String, caller: CallerIdentity, method: String) throws(VarlinkError) -> ViewEntry {
         guard let entry = view[user] else { throw missing(user, caller: caller, method: method) }
-        guard settings.current.accessPolicy.mayRead(caller, readers: entry.resolvedReaders) else {
-            logDenied(caller, method: method, user: user)
+        if case .refused(let why) = readDecision(caller, entry) {
+            logDenied(caller, method: method, user: user, why: why)
             throw .permissionDenied(user)
         }
         if entry.status.state == .reauthenticationRequired {
@@ -242,6 +241,11 @@ struct CallRouter: Sendable {
     /// Whether `caller` may still read `entry` (a watcher's rights are re-checked on every update).
     func mayRead(_ caller: CallerIdentity, _ entry: ViewEntry) -> Bool {
         settings.current.accessPolicy.mayRead(caller, readers: entry.resolvedReaders)
+    }
+
+    /// As ``mayRead(_:_:)``, with why not (which program fact did not match) for the log.
+    func readDecision(_ caller: CallerIdentity, _ entry: ViewEntry) -> ReadDecision {
+        settings.current.accessPolicy.readDecision(caller, readers: entry.resolvedReaders, program: caller.programFacts(withHash:))
     }
 
     var hub: WatchHub { view.hub }
@@ -298,11 +302,14 @@ struct CallRouter: Sendable {
     /// What `caller`'s uid holds against its per-uid limits.
     private func usage(of caller: CallerIdentity) -> QuotaUsage {
         let current = settings.current
+        // The program tokend sees for this caller, so a refused program can be told why.
+        let facts = try? caller.programFacts(withHash: false).get()
         return QuotaUsage(
             uid: Int64(caller.uid), administrator: current.accessPolicy.isAdmin(caller),
             connections: Int64(connections.openConnections(uid: caller.uid)), maxConnections: Int64(current.quotas.connectionsPerUID),
             credentials: Int64(view.countHeld(by: caller.uid)), maxCredentials: Int64(current.quotas.credentialsPerUID),
-            callsInFlight: Int64(callsInFlight.count(uid: caller.uid)), maxCallsInFlight: Int64(current.quotas.callsInFlightPerUID)
+            callsInFlight: Int64(callsInFlight.count(uid: caller.uid)), maxCallsInFlight: Int64(current.quotas.callsInFlightPerUID),
+            unit: facts?.unit, executable: facts?.executable
         )
     }
 
@@ -332,13 +339,13 @@ struct CallRouter: Sendable {
         return bytes
     }
 
-    func logDenied(_ caller: CallerIdentity, method: String, user: String?) {
-        logger.notice(
-            "permission denied",
-            metadata: [
-                "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "method": "\(method)",
-                "user_identifier": "\(user ?? "-")",
-            ])
+    func logDenied(_ caller: CallerIdentity, method: String, user: String?, why: String? = nil) {
+        var metadata: Logger.Metadata = [
+            "uid": "\(caller.uid)", "gid": "\(caller.gid)", "pid": "\(caller.pid)", "method": "\(method)",
+            "user_identifier": "\(user ?? "-")",
+        ]
+        if let why { metadata["program"] = "\(why)" }
+        logger.notice("permission denied", metadata: metadata)
     }
 
     /// Runs `work` off the event loop and turns its result into replies, answering with an

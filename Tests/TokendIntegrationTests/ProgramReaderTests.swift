@@ -1,0 +1,205 @@
+import Foundation
+import Testing
+import TokendTestSupport
+
+/// Readers by program (issue 32) against the real daemon, without systemd as PID 1: the tests
+/// make cgroup v2 directories named as systemd names units (`tokend-test-….slice/demo.service`),
+/// start each client in one (a root shell writes its pid to `cgroup.procs`, then execs
+/// `setpriv` to the client's uid) and check what the daemon decides from the client's pidfd.
+@Suite(.serialized, .enabled(if: CgroupHierarchy.root != nil, "no writable cgroup v2 hierarchy (root needed)"))
+struct ProgramReaderTests {
+    static let reader: UInt32 = 7210, other: UInt32 = 7220
+
+    /// A slice with `demo.service` and `other.service` in it, removed at the end.
+    final class Units: @unchecked Sendable {
+        let slice: String
+
+        init() throws {
+            guard let root = CgroupHierarchy.root else { throw TestFailure("no cgroup v2 hierarchy") }
+            slice = root + "/tokend-test-\(UInt32.random(in: 0...UInt32.max)).slice"
+            for directory in [slice, slice + "/demo.service", slice + "/other.service"] {
+                guard mkdir(directory, 0o755) == 0 else { throw TestFailure("mkdir \(directory): errno \(errno)") }
+            }
+        }
+
+        /// Removes the cgroups once their processes are gone (a cgroup with members cannot be
+        /// removed; an exited client leaves it within moments).
+        func remove() async {
+            let deadline = ContinuousClock.now + .seconds(10)
+            for directory in [slice + "/demo.service", slice + "/other.service", slice] {
+                while rmdir(directory) != 0, errno == EBUSY, ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+        }
+    }
+
+    /// Runs `script` (arguments after it) with `python` as `uid` inside `unit` of `units`;
+    /// returns its stdout.
+    static func client(
+        _ script: String, _ arguments: [String], unit: String, units: Units, uid: UInt32, python: String = "/usr/bin/python3"
+    ) async throws -> String {
+        let procs = units.slice + "/" + unit + "/cgroup.procs"
+        let command = #"echo $$ > "$0" && exec /usr/bin/setpriv --reuid="$1" --regid="$1" --clear-groups "$2" -c "$3" "${@:4}""#
+        let result = try await runCommand(
+            "/bin/bash", ["-c", command, procs, "\(uid)", python, script] + arguments, timeout: .seconds(60))
+        guard result.status == 0 else { throw TestFailure("client in \(unit) as uid \(uid) failed (\(result.status)): \(result.stderr)") }
+        return result.stdout
+    }
+
+    /// Connects, sends the call read from argv[2], prints the reply.
+    static let oneCall = """
+        import socket, sys
+        \(OtherUser.pythonExchange)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(sys.argv[1])
+        sys.stdout.write(exchange(s, sys.argv[2].encode()).decode())
+        """
+
+    /// Connects, then hands the connection to a child and exits: the child waits until its
+    /// parent (the process that connected) is gone, then calls on the inherited connection.
+    static let callAfterTheConnectingProcessExited = """
+        import os, socket, sys, time
+        \(OtherUser.pythonExchange)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(sys.argv[1])
+        parent = os.getpid()
+        if os.fork() != 0:
+            os._exit(0)
+        deadline = time.time() + 10
+        while os.getppid() == parent and time.time() < deadline:
+            time.sleep(0.01)
+        if os.getppid() == parent:
+            sys.exit("the parent did not exit")
+        sys.stdout.write(exchange(s, sys.argv[2].encode()).decode())
+        """
+
+    /// A daemon with credential `name` read by `readers` (a cached token, no provider needed).
+    static func daemon(credentials: [(String, [String])]) async throws -> DaemonProcess {
+        let daemon = try DaemonProcess()
+        try await daemon.start()
+        let root = try RawClient(path: daemon.socketPath)
+        for (name, readers) in credentials {
+            let added = try root.call(Tokens.addCall(user: name, access: Tokens.random("\(name)-"), refresh: nil, readers: readers))
+            #expect(added.errorName == nil, "\(added)")
+        }
+        return daemon
+    }
+
+    static func token(
+        _ name: String, daemon: DaemonProcess, unit: String, units: Units, uid: UInt32, python: String = "/usr/bin/python3",
+        script: String = oneCall
+    ) async throws -> [String: Any] {
+        let out = try await client(
+            script, [daemon.socketPath, Tokens.tokenCall(user: name)], unit: unit, units: units, uid: uid, python: python)
+        return try RawClient.object(out)
+    }
+
+    static let permissionDenied = "io.tokend.TokenProvider.PermissionDenied"
+
+    @Test func theNamedUnitReadsAndAnotherUnitOfTheSameUidIsRefused() async throws {
+        let units = try Units()
+        let daemon = try await Self.daemon(credentials: [("backup", ["unit:demo.service"]), ("nothing", ["uid:\(Self.other)"])])
+        let granted = try await Self.token("backup", daemon: daemon, unit: "demo.service", units: units, uid: Self.reader)
+        #expect(granted.accessToken?.hasPrefix("backup-") == true, "\(granted) \(daemon.log.suffix(1500))")
+        let refused = try await Self.token("backup", daemon: daemon, unit: "other.service", units: units, uid: Self.reader)
+        #expect(refused.errorName == Self.permissionDenied, "\(refused)")
+        // The same answer as for a credential the caller is no reader of at all.
+        let plain = try await Self.token("nothing", daemon: daemon, unit: "other.service", units: units, uid: Self.reader)
+        #expect(plain.errorName == refused.errorName)
+        #expect(Set(plain.parameters.keys) == Set(refused.parameters.keys))
+        #expect(daemon.log.contains("unit other.service is not demo.service"), "\(daemon.log.suffix(1500))")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
+    @Test func aUnitJoinedToAUidRefusesTheUnitUnderAnotherUid() async throws {
+        let units = try Units()
+        let daemon = try await Self.daemon(credentials: [("backup", ["uid:\(Self.reader)+unit:demo.service"])])
+        let granted = try await Self.token("backup", daemon: daemon, unit: "demo.service", units: units, uid: Self.reader)
+        #expect(granted.accessToken != nil, "\(granted) \(daemon.log.suffix(1500))")
+        let otherUID = try await Self.token("backup", daemon: daemon, unit: "demo.service", units: units, uid: Self.other)
+        #expect(otherUID.errorName == Self.permissionDenied, "\(otherUID)")
+        let otherUnit = try await Self.token("backup", daemon: daemon, unit: "other.service", units: units, uid: Self.reader)
+        #expect(otherUnit.errorName == Self.permissionDenied, "\(otherUnit)")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
+    @Test func anExecutableWhoseContentsChangedIsRefused() async throws {
+        let units = try Units()
+        let directory = try ScratchDirectory()
+        let copy = directory.file("python-copy")
+        try FileManager.default.copyItem(atPath: "/usr/bin/python3.11", toPath: copy)
+        chmod(copy, 0o755)
+        let hash = try await runCommand("/usr/bin/sha256sum", [copy]).stdout.prefix(64)
+        let daemon = try await Self.daemon(credentials: [
+            ("pinned", ["exe:\(copy)@sha256:\(hash)"]), ("path", ["exe:\(copy)"]),
+        ])
+        let granted = try await Self.token("pinned", daemon: daemon, unit: "demo.service", units: units, uid: Self.reader, python: copy)
+        #expect(granted.accessToken != nil, "\(granted) \(daemon.log.suffix(1500))")
+        let otherProgram = try await Self.token("path", daemon: daemon, unit: "demo.service", units: units, uid: Self.reader)
+        #expect(otherProgram.errorName == Self.permissionDenied, "\(otherProgram)")
+        // The same path, other contents (a byte appended to the ELF file still runs).
+        let handle = try #require(FileHandle(forWritingAtPath: copy))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data([0]))
+        try handle.close()
+        let changed = try await Self.token("pinned", daemon: daemon, unit: "demo.service", units: units, uid: Self.reader, python: copy)
+        #expect(changed.errorName == Self.permissionDenied, "\(changed)")
+        #expect(daemon.log.contains("executable \(copy) has a different sha256"), "\(daemon.log.suffix(1500))")
+        let samePath = try await Self.token("path", daemon: daemon, unit: "demo.service", units: units, uid: Self.reader, python: copy)
+        #expect(samePath.accessToken != nil, "\(samePath)")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
+    @Test func aCallAfterTheConnectingProcessExitedIsRefused() async throws {
+        let units = try Units()
+        let daemon = try await Self.daemon(credentials: [("backup", ["unit:demo.service"])])
+        let refused = try await Self.token(
+            "backup", daemon: daemon, unit: "demo.service", units: units, uid: Self.reader, script: Self.callAfterTheConnectingProcessExited
+        )
+        #expect(refused.errorName == Self.permissionDenied, "\(refused)")
+        #expect(daemon.log.contains("the calling process exited"), "\(daemon.log.suffix(1500))")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
+    @Test func aUidOnlyCredentialIsUnaffected() async throws {
+        let units = try Units()
+        let daemon = try await Self.daemon(credentials: [("mine", ["uid:\(Self.reader)"])])
+        for unit in ["demo.service", "other.service"] {
+            let granted = try await Self.token("mine", daemon: daemon, unit: unit, units: units, uid: Self.reader)
+            #expect(granted.accessToken != nil, "\(unit): \(granted)")
+            let refused = try await Self.token("mine", daemon: daemon, unit: unit, units: units, uid: Self.other)
+            #expect(refused.errorName == Self.permissionDenied, "\(unit): \(refused)")
+        }
+        #expect(!daemon.log.contains("program readers not checked"))
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+}
+
+enum CgroupHierarchy {
+    /// The cgroup v2 mount point (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a hybrid
+    /// layout), if this process may create cgroups there.
+    static let root: String? = {
+        guard getuid() == 0, let mounts = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        for line in mounts.split(separator: "\n") {
+            // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS … - FSTYPE SOURCE SUPEROPTIONS
+            let halves = line.components(separatedBy: " - ")
+            guard halves.count == 2, halves[1].hasPrefix("cgroup2 ") else { continue }
+            let fields = halves[0].split(separator: " ")
+            guard fields.count > 4, fields[5].hasPrefix("rw") else { continue }
+            let root = String(fields[4])
+            let probe = root + "/tokend-probe-\(getpid()).slice"
+            guard mkdir(probe, 0o755) == 0 else { continue }
+            rmdir(probe)
+            return root
+        }
+        return nil
+    }()
+}
