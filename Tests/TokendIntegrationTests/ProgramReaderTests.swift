@@ -34,15 +34,20 @@ struct ProgramReaderTests {
         }
     }
 
+    /// Runs `executable` with `arguments` as `uid` inside `unit` of `units`: a root shell joins
+    /// the cgroup, then execs `setpriv`, which execs the client.
+    static func run(_ executable: String, _ arguments: [String], unit: String, units: Units, uid: UInt32) async throws -> CommandResult {
+        let procs = units.slice + "/" + unit + "/cgroup.procs"
+        let command = #"echo $$ > "$0" && exec /usr/bin/setpriv --reuid="$1" --regid="$1" --clear-groups "${@:2}""#
+        return try await runCommand("/bin/bash", ["-c", command, procs, "\(uid)", executable] + arguments, timeout: .seconds(60))
+    }
+
     /// Runs `script` (arguments after it) with `python` as `uid` inside `unit` of `units`;
     /// returns its stdout.
     static func client(
         _ script: String, _ arguments: [String], unit: String, units: Units, uid: UInt32, python: String = "/usr/bin/python3"
     ) async throws -> String {
-        let procs = units.slice + "/" + unit + "/cgroup.procs"
-        let command = #"echo $$ > "$0" && exec /usr/bin/setpriv --reuid="$1" --regid="$1" --clear-groups "$2" -c "$3" "${@:4}""#
-        let result = try await runCommand(
-            "/bin/bash", ["-c", command, procs, "\(uid)", python, script] + arguments, timeout: .seconds(60))
+        let result = try await run(python, ["-c", script] + arguments, unit: unit, units: units, uid: uid)
         guard result.status == 0 else { throw TestFailure("client in \(unit) as uid \(uid) failed (\(result.status)): \(result.stderr)") }
         return result.stdout
     }
@@ -164,6 +169,25 @@ struct ProgramReaderTests {
         )
         #expect(refused.errorName == Self.permissionDenied, "\(refused)")
         #expect(daemon.log.contains("the calling process exited"), "\(daemon.log.suffix(1500))")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
+    /// Status tells a person which unit and executable tokend saw, to debug a refused program.
+    @Test func statusShowsTheCallersUnitAndExecutable() async throws {
+        let units = try Units()
+        let daemon = try await Self.daemon(credentials: [])
+        let status = #"{"method":"io.tokend.TokenProvider.Status","parameters":{}}"#
+        let reply = try RawClient.object(
+            try await Self.client(Self.oneCall, [daemon.socketPath, status], unit: "demo.service", units: units, uid: Self.reader))
+        let caller = try #require((reply.parameters["daemon"] as? [String: Any])?["caller"] as? [String: Any], "\(reply)")
+        #expect(caller["unit"] as? String == "demo.service")
+        #expect(caller["executable"] as? String == URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path)
+        let tokenctl = URL(fileURLWithPath: Repository.binary("tokenctl")).resolvingSymlinksInPath().path
+        let printed = try await Self.run(
+            tokenctl, ["status", "--socket", daemon.socketPath], unit: "other.service", units: units, uid: Self.reader)
+        #expect(
+            printed.stdout.contains("caller: uid=\(Self.reader) unit=other.service exe=\(tokenctl)"), "\(printed.stdout) \(printed.stderr)")
         _ = try await daemon.stop()
         await units.remove()
     }
