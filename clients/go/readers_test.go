@@ -2,12 +2,16 @@ package tokend_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"tokend.io/tokend"
 )
@@ -79,5 +83,50 @@ func TestAddCredentialRefusesABadReaderBeforeSending(t *testing.T) {
 	var readerErr *tokend.ReaderError
 	if !errors.As(err, &readerErr) || readerErr.Problem != tokend.ReaderInvalidID || !errors.Is(err, tokend.ErrInvalidParameter) {
 		t.Fatalf("AddCredential with reader gid:-1: %v", err)
+	}
+}
+
+// TestAProgramReaderAdmitsThisTestProgramAndNoOther: the daemon matches an exe: reader against
+// the caller's /proc/PID/exe. This test binary, named with its uid and the sha256 of its contents
+// (sent in upper case, stored in lower case), reads; a credential for another program is refused.
+func TestAProgramReaderAdmitsThisTestProgramAndNoOther(t *testing.T) {
+	p, _, c := setUp(t)
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contents, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := sha256.Sum256(contents)
+	sum := hex.EncodeToString(digest[:])
+	mine := fmt.Sprintf("uid:%d+exe:%s@sha256:%s", os.Getuid(), exe, sum)
+	ctx := contextWithTimeout(t, 30*time.Second)
+	add := func(user, reader string) tokenResponse {
+		minted := p.mint(t, 1, 0)[0]
+		err := c.AddCredential(ctx, tokend.AddCredentialRequest{
+			UserIdentifier: user, Provider: "example", AccessToken: minted.AccessToken,
+			RefreshToken: minted.RefreshToken, ExpiresIn: time.Hour, Readers: []string{reader},
+		})
+		if err != nil {
+			t.Fatalf("AddCredential(%s) with reader %s: %v", user, reader, err)
+		}
+		return minted
+	}
+
+	minted := add("go-program-mine", strings.TrimSuffix(mine, sum)+strings.ToUpper(sum))
+	status, err := c.Status(ctx, "go-program-mine")
+	if err != nil || len(status.Credentials) != 1 || fmt.Sprint(status.Credentials[0].Readers) != fmt.Sprint([]string{mine}) {
+		t.Fatalf("Status = %+v, %v; want the one reader %s", status, err, mine)
+	}
+	if credentials, err := c.Token(ctx, "go-program-mine", 0, ""); err != nil || credentials.AccessToken != minted.AccessToken {
+		t.Errorf("Token with reader %s: %v", mine, err)
+	}
+
+	other := fmt.Sprintf("uid:%d+exe:/usr/bin/false", os.Getuid())
+	add("go-program-other", other)
+	if _, err := c.Token(ctx, "go-program-other", 0, ""); !errors.Is(err, tokend.ErrPermissionDenied) {
+		t.Errorf("Token with reader %s: %v; want PermissionDenied", other, err)
 	}
 }

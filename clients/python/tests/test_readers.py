@@ -3,6 +3,7 @@ and the Go client's tests read too: a case on which the languages disagree fails
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -65,3 +66,20 @@ def test_the_daemon_stores_the_canonical_readers(client, user, pool):
     assert client.status(user).credentials[0].readers == ("gid:%d" % gid, "uid:42")
     assert client.token(user).access_token  # this process holds the group
 
+
+def test_a_program_reader_admits_this_interpreter_and_no_other_program(client, user, pool):
+    """The daemon matches an exe: reader against the caller's /proc/PID/exe: this interpreter, named
+    with its uid and its sha256 (sent in upper case, stored in lower case), reads; a credential for
+    another program is refused."""
+    exe = os.readlink("/proc/self/exe")
+    digest = hashlib.sha256(Path(exe).read_bytes()).hexdigest()
+    mine = "uid:%d+exe:%s@sha256:%s" % (os.getuid(), exe, digest)
+    response = pool.take()
+    client.add_token_response(user, PROVIDER, response, readers=[mine[:-64] + digest.upper()])
+    assert client.status(user).credentials[0].readers == (mine,)
+    assert client.token(user).access_token == response["access_token"]
+
+    other = "uid:%d+exe:/usr/bin/false" % os.getuid()
+    client.add_token_response(user, PROVIDER, pool.take(), readers=[other], replace=True)
+    with pytest.raises(tokend.PermissionDeniedError):
+        client.token(user)
