@@ -192,6 +192,35 @@ struct ProgramReaderTests {
         await units.remove()
     }
 
+    /// Each connection's pidfd is closed with it: 300 connections, each checked against a
+    /// program reader, leave the daemon with as many open descriptors as before them.
+    @Test func pidfdsAreClosedWithTheirConnections() async throws {
+        let daemon = try await Self.daemon(credentials: [("backup", ["unit:demo.service"])])
+        let pid = daemon.process.processIdentifier
+        func descriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1 }
+        func pidfds() -> Int {
+            let links = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+            return links.filter {
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == "anon_inode:[pidfd]"
+            }
+            .count
+        }
+        // The connection that added the credential closes in the background: wait for it.
+        let settled = ContinuousClock.now + .seconds(20)
+        while pidfds() > 0, ContinuousClock.now < settled { try await Task.sleep(for: .milliseconds(50)) }
+        let before = descriptors()
+        for _ in 0..<300 {
+            let client = try RawClient(path: daemon.socketPath)
+            let reply = try client.call(Tokens.tokenCall(user: "backup"))
+            #expect(reply.errorName == Self.permissionDenied, "\(reply)")
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while descriptors() > before || pidfds() > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(descriptors() == before, "\(descriptors()) open descriptors, \(before) before")
+        #expect(pidfds() == 0)
+        _ = try await daemon.stop()
+    }
+
     @Test func aUidOnlyCredentialIsUnaffected() async throws {
         let units = try Units()
         let daemon = try await Self.daemon(credentials: [("mine", ["uid:\(Self.reader)"])])

@@ -100,7 +100,8 @@ public enum ProgramFactsUnavailable: Error, Sendable, Hashable, CustomStringConv
 
     public var description: String {
         switch self {
-        case .noPidfd: "the kernel gave no pidfd for the connection (SO_PEERPIDFD needs Linux 6.5 or later)"
+        case .noPidfd:
+            "no pidfd for the connection (SO_PEERPIDFD needs Linux 6.5 or later; the process may have exited before it was accepted)"
         case .processExited: "the calling process exited"
         case .unreadable(let why): why
         }
