@@ -14,8 +14,9 @@ struct ProgramReaderTests {
     final class Units: @unchecked Sendable {
         let slice: String
 
-        init() throws {
-            guard let root = CgroupHierarchy.root else { throw TestFailure("no cgroup v2 hierarchy") }
+        /// In the cgroup v2 hierarchy, or in `root` (the legacy `name=systemd` one).
+        init(root: String? = CgroupHierarchy.root) throws {
+            guard let root else { throw TestFailure("no cgroup hierarchy") }
             slice = root + "/tokend-test-\(UInt32.random(in: 0...UInt32.max)).slice"
             for directory in [slice, slice + "/demo.service", slice + "/other.service"] {
                 guard mkdir(directory, 0o755) == 0 else { throw TestFailure("mkdir \(directory): errno \(errno)") }
@@ -192,6 +193,20 @@ struct ProgramReaderTests {
         await units.remove()
     }
 
+    /// On a host whose systemd uses the legacy hierarchy (the process's cgroup v2 path is `/`),
+    /// the unit comes from the `name=systemd` hierarchy.
+    @Test(.enabled(if: CgroupHierarchy.legacySystemdRoot != nil, "no writable name=systemd hierarchy"))
+    func theLegacySystemdHierarchyNamesTheUnitWhenV2DoesNot() async throws {
+        let units = try Units(root: CgroupHierarchy.legacySystemdRoot)
+        let daemon = try await Self.daemon(credentials: [("backup", ["unit:demo.service"])])
+        let granted = try await Self.token("backup", daemon: daemon, unit: "demo.service", units: units, uid: Self.reader)
+        #expect(granted.accessToken != nil, "\(granted) \(daemon.log.suffix(1500))")
+        let refused = try await Self.token("backup", daemon: daemon, unit: "other.service", units: units, uid: Self.reader)
+        #expect(refused.errorName == Self.permissionDenied, "\(refused)")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
     /// Each connection's pidfd is closed with it: 300 connections, each checked against a
     /// program reader, leave the daemon with as many open descriptors as before them.
     @Test func pidfdsAreClosedWithTheirConnections() async throws {
@@ -237,6 +252,26 @@ struct ProgramReaderTests {
 }
 
 enum CgroupHierarchy {
+    /// The legacy `name=systemd` hierarchy's mount point, where this process's cgroup v2 path is
+    /// `/` (so that the legacy one is what names a unit) and cgroups can be made there.
+    static let legacySystemdRoot: String? = {
+        guard getuid() == 0, let mounts = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8),
+            let own = try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8), own.contains("\n0::/\n") || own.hasPrefix("0::/\n")
+        else { return nil }
+        for line in mounts.split(separator: "\n") {
+            let halves = line.components(separatedBy: " - ")
+            guard halves.count == 2, halves[1].hasPrefix("cgroup "), halves[1].contains("name=systemd") else { continue }
+            let fields = halves[0].split(separator: " ")
+            guard fields.count > 5, fields[5].hasPrefix("rw") else { continue }
+            let root = String(fields[4])
+            let probe = root + "/tokend-probe-\(getpid()).slice"
+            guard mkdir(probe, 0o755) == 0 else { continue }
+            rmdir(probe)
+            return root
+        }
+        return nil
+    }()
+
     /// The cgroup v2 mount point (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a hybrid
     /// layout), if this process may create cgroups there.
     static let root: String? = {
@@ -246,7 +281,7 @@ enum CgroupHierarchy {
             let halves = line.components(separatedBy: " - ")
             guard halves.count == 2, halves[1].hasPrefix("cgroup2 ") else { continue }
             let fields = halves[0].split(separator: " ")
-            guard fields.count > 4, fields[5].hasPrefix("rw") else { continue }
+            guard fields.count > 5, fields[5].hasPrefix("rw") else { continue }
             let root = String(fields[4])
             let probe = root + "/tokend-probe-\(getpid()).slice"
             guard mkdir(probe, 0o755) == 0 else { continue }
