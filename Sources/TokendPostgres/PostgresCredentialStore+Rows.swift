@@ -10,6 +10,15 @@ enum ColumnValue: Sendable {
     case bigint(Int64?)
     case bytes([UInt8]?)
 
+    /// Whether the column is SQL `NULL`.
+    var isNull: Bool {
+        switch self {
+        case .text(let value): value == nil
+        case .bigint(let value): value == nil
+        case .bytes(let value): value == nil
+        }
+    }
+
     func append(to bindings: inout PostgresBindings) throws {
         switch self {
         case .text(let value): try bindings.append(value)
@@ -46,7 +55,10 @@ struct RowAuthenticity: Sendable {
     init(_ columns: [(String, ColumnValue)]) {
         let status = Set(PostgresCredentialStore.statusColumns.map(\.0))
         if case .bytes(let salt?)? = columns.first(where: { $0.0 == "salt" })?.1 { self.salt = salt }
-        contentDigest = RowAuthentication.contentDigest(columns.filter { !status.contains($0.0) }.map { ($0.0, $0.1.authenticated) })
+        let relogin = Set(PostgresCredentialStore.reloginColumns.map(\.0))
+        // Empty re-login columns are left out, so tags made before those columns existed hold.
+        let content = columns.filter { !status.contains($0.0) && !(relogin.contains($0.0) && $0.1.isNull) }
+        contentDigest = RowAuthentication.contentDigest(content.map { ($0.0, $0.1.authenticated) })
         self.status = columns.filter { status.contains($0.0) }.map { ($0.0, $0.1.authenticated) }
     }
 
@@ -65,7 +77,8 @@ extension PostgresCredentialStore {
     static let selectColumns = """
         user_identifier, provider, salt, access_token, refresh_token, token_type, scope, expires_at, issued_at,
         session_started_at, readers, enrolled_uid, enrolled_pid, enrolled_at, state, last_refresh_at, last_error,
-        refresh_count, grant_started_at, retry_at, generation, dpop_key, narrowed_tokens, row_mac
+        refresh_count, grant_started_at, retry_at, generation, dpop_key, narrowed_tokens, refresh_token_expires_at,
+        relogin_warnings, row_mac
         """
 
     /// The columns of a row's content (everything but the user identifier, the refresh
@@ -77,6 +90,11 @@ extension PostgresCredentialStore {
         ("enrolled_uid", .bigint), ("enrolled_pid", .bigint), ("enrolled_at", .bigint), ("dpop_key", .bytes),
         ("narrowed_tokens", .bytes),
     ]
+
+    /// The re-login columns (the refresh token's stated expiry, the warnings said), after the
+    /// content columns. Authenticated with them when set; a row written before they existed has
+    /// them empty and a tag made without them, which stays valid.
+    static let reloginColumns: [(String, ColumnKind)] = [("refresh_token_expires_at", .bigint), ("relogin_warnings", .text)]
 
     /// The refresh bookkeeping's columns, in the order ``statusValues(_:)`` lists them.
     static let statusColumns: [(String, ColumnKind)] = [
@@ -113,6 +131,8 @@ extension PostgresCredentialStore {
             ("enrolled_at", .bigint(credential.enrolment.at.millisecondsSince1970)),
             ("dpop_key", .bytes(dpopKey)),
             ("narrowed_tokens", .bytes(narrowed)),
+            ("refresh_token_expires_at", .bigint(credential.refreshTokenExpiresAt?.millisecondsSince1970)),
+            ("relogin_warnings", .text(credential.reloginWarnings?.encoded)),
         ] + statusValues(credential.status)
     }
 
@@ -163,7 +183,7 @@ extension PostgresCredentialStore {
                 }
             }
         }
-        let authenticity = RowAuthenticity(try raw(contentColumns) + raw(statusColumns))
+        let authenticity = RowAuthenticity(try raw(contentColumns) + raw(reloginColumns) + raw(statusColumns))
         guard let generation = try? cells["generation"].decode(Int64.self) else {
             throw StorageError(code: .corruptRecord, message: "stored credential '\(user)' has an invalid generation")
         }
@@ -231,7 +251,10 @@ extension PostgresCredentialStore {
             narrowedTokens: try value("narrowed_tokens", ByteBuffer?.self).map {
                 NarrowedTokenCoding.decode(try open($0, .narrowedTokens))
             } ?? [],
-            generation: try value("generation")
+            generation: try value("generation"),
+            refreshTokenExpiresAt: try optionalTime("refresh_token_expires_at"),
+            // An unreadable record is none: at worst the latest passed warning is said again.
+            reloginWarnings: try value("relogin_warnings", String?.self).flatMap(ReloginWarningRecord.init(encoded:))
         )
     }
 }

@@ -106,6 +106,11 @@ extension PostgresCredentialStore {
         // 4: each row's authentication tag (RowAuthentication); rows stored before are tagged
         // in the same transaction (authenticateUntaggedRows).
         ["ALTER TABLE tokend_credentials ADD COLUMN row_mac bytea"],
+        // 5: the refresh token's stated expiry and the re-login warnings said (no secret).
+        [
+            "ALTER TABLE tokend_credentials ADD COLUMN refresh_token_expires_at bigint",
+            "ALTER TABLE tokend_credentials ADD COLUMN relogin_warnings text",
+        ],
     ]
 
     /// The migration after which rows carry an authentication tag.
@@ -146,13 +151,15 @@ extension PostgresCredentialStore {
                     for statement in statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
                     }
-                    if index + 1 == Self.rowAuthenticationVersion {
-                        try await self.authenticateUntaggedRows(connection)
-                    }
                     try await connection.query(
                         "INSERT INTO tokend_schema (version, applied_by) VALUES (\(index + 1), \(node))", logger: logger
                     ).collect()
                     count += 1
+                }
+                // Tagged once every column exists (rows are read with all of them), in the
+                // same transaction.
+                if current < Self.rowAuthenticationVersion, migrations.count >= Self.rowAuthenticationVersion {
+                    try await self.authenticateUntaggedRows(connection)
                 }
                 try await connection.query(
                     """

@@ -140,6 +140,26 @@ public enum TokenProviderInterface {
         # (ReauthenticationRequired), or when the client disconnects.
         method Watch(userIdentifier: string) -> (credentials: Credentials)
 
+        # A warning that a credential needs a new login soon.
+        type ReloginWarning (
+          userIdentifier: string,
+          provider: string,
+          # Seconds since the epoch after which no refresh can keep the credential alive.
+          reloginBy: int,
+          # The threshold that passed, as written in the provider's relogin_warning ("7d", "1h").
+          threshold: string,
+          # Why this date: max_token_age, session_end, refresh_token_expiry or token_expiry.
+          reason: string,
+          # What the person runs to renew, e.g. "tokenctl login alice".
+          command: string
+        )
+
+        # Follows the re-login warnings of the credentials the caller owns or reads: call with more.
+        # The first reply carries the warnings in force now (for each such credential whose latest
+        # threshold has passed and whose reloginBy is still ahead; possibly none), then one reply per
+        # new warning as thresholds pass. It ends only when the client disconnects or the daemon stops.
+        method WatchReloginWarnings() -> (warnings: []ReloginWarning)
+
         # The daemon's status and the credentials the caller may see. For all credentials, call with
         # more: the first reply carries daemon, the following ones further credentials.
         method Status(userIdentifier: ?string) -> (daemon: ?DaemonStatus, credentials: []CredentialStatus)

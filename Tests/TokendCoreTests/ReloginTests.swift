@@ -152,6 +152,8 @@ struct ReloginWarningPlanTests {
             deadline: deadline, thresholds: thresholds, record: second.record, now: Self.start + .seconds(20))
         #expect(again.say == nil)
         #expect(again.changed == false)
+        #expect(again.inForce?.label == "30s")
+        #expect(first.inForce == nil)
         let third = ReloginWarningPlan.decide(
             deadline: deadline, thresholds: thresholds, record: second.record, now: Self.start + .seconds(31))
         #expect(third.say?.label == "10s")
@@ -159,6 +161,7 @@ struct ReloginWarningPlanTests {
         let late = ReloginWarningPlan.decide(deadline: deadline, thresholds: thresholds, record: nil, now: Self.start + .seconds(40))
         #expect(late.say == nil)
         #expect(late.wakeAt == nil)
+        #expect(late.inForce == nil)
     }
 
     /// Down across several thresholds: one warning at start-up, the latest passed.

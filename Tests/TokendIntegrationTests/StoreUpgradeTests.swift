@@ -52,7 +52,7 @@ struct StoreUpgradeTests {
         #expect(shared.accessToken == "fixture-\(prefix)-access-svc", "\(shared)")
         #expect(try await daemon.stop() == 0)
         let meta = try await Self.meta(daemon.stateDirectory + "/tokend.sqlite")
-        #expect(meta["schema_version"] == "4", "\(meta)")
+        #expect(meta["schema_version"] == "5", "\(meta)")
         #expect(meta["last_opened_by"] != nil && meta["created_by"] != nil, "\(meta)")
     }
 

@@ -17,11 +17,11 @@ struct PostgresCredentialStoreTests {
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(stores.count == 5)
-            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "4")
+            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "5")
             #expect(try await server.psql("SELECT count(*) FROM tokend_nodes") == "5")
             // Reopening finds the work done.
             let again = try await Fixture.open(server, node: "node-0")
-            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "4")
+            #expect(try await server.psql("SELECT count(*) FROM tokend_schema") == "5")
             for store in stores + [again] { try await store.close() }
         }
     }

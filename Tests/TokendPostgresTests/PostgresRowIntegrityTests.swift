@@ -257,7 +257,11 @@ struct PostgresRowIntegrityTests {
             _ = try await store.insert(Fixture.credential("bob"), replacing: false)
             try await store.close()
             // Back to schema 3, as an older build left it.
-            try await server.psql("ALTER TABLE tokend_credentials DROP COLUMN row_mac; DELETE FROM tokend_schema WHERE version = 4")
+            try await server.psql(
+                """
+                ALTER TABLE tokend_credentials DROP COLUMN row_mac, DROP COLUMN refresh_token_expires_at, DROP COLUMN relogin_warnings;
+                DELETE FROM tokend_schema WHERE version >= 4
+                """)
             let upgraded = try await Fixture.open(server, node: "b")
             #expect(try await server.psql("SELECT count(*) FROM tokend_credentials WHERE row_mac IS NULL") == "0")
             #expect(try await upgraded.load(userIdentifier: "alice")?.accessToken.value == "kept")

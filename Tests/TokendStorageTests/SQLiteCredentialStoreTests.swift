@@ -281,7 +281,7 @@ struct SQLiteCredentialStoreTests {
         try await withTemporaryDirectory { directory in
             let store = try openStore(directory, keyring: keyring)
             let rows = try await store.fetchStringsForTesting("SELECT key || '=' || value FROM meta ORDER BY key")
-            #expect(rows.contains("schema_version=4"))
+            #expect(rows.contains("schema_version=5"))
             #expect(rows.contains("product=tokend"))
             #expect(rows.contains("created_by=test"))
             try await store.close()

@@ -60,9 +60,14 @@ public struct ReloginWarningPlan: Sendable, Hashable {
     public var changed: Bool
     /// When the next threshold passes; nil when none is left.
     public var wakeAt: Timestamp?
+    /// The warning in force now: the latest threshold passed since the date was known, while
+    /// the date is ahead (what a watcher that connects now is told).
+    public var inForce: ReloginThreshold?
 
-    public init(say: ReloginThreshold?, record: ReloginWarningRecord, changed: Bool, wakeAt: Timestamp?) {
-        (self.say, self.record, self.changed, self.wakeAt) = (say, record, changed, wakeAt)
+    public init(
+        say: ReloginThreshold?, record: ReloginWarningRecord, changed: Bool, wakeAt: Timestamp?, inForce: ReloginThreshold? = nil
+    ) {
+        (self.say, self.record, self.changed, self.wakeAt, self.inForce) = (say, record, changed, wakeAt, inForce)
     }
 
     /// Decides which warning to say now.
@@ -86,15 +91,17 @@ public struct ReloginWarningPlan: Sendable, Hashable {
             return ReloginWarningPlan(say: nil, record: current, changed: false, wakeAt: nil)
         }
         var say: ReloginThreshold?
+        var inForce: ReloginThreshold?
         var wakeAt: Timestamp?
         for threshold in thresholds.sorted(by: { $0.lead > $1.lead }) {
             let passesAt = deadline.at - threshold.lead
             let key = threshold.lead.milliseconds
             if passesAt > now {
                 wakeAt = min(wakeAt ?? passesAt, passesAt)
-            } else if passesAt >= deadline.knownSince, !current.said.contains(key) {
+            } else if passesAt >= deadline.knownSince {
                 // Sorted longest lead first: the last one assigned is the latest passed.
-                say = threshold
+                inForce = threshold
+                if !current.said.contains(key) { say = threshold }
                 next.said.insert(key)
             } else {
                 next.said.insert(key)
@@ -102,6 +109,9 @@ public struct ReloginWarningPlan: Sendable, Hashable {
         }
         // A longer threshold passed over after a shorter one was said is not said late.
         if let said = say, current.said.contains(where: { $0 < said.lead.milliseconds }) { say = nil }
-        return ReloginWarningPlan(say: say, record: next, changed: !next.said.isEmpty && next != record, wakeAt: wakeAt)
+        // Only the latest passed threshold is said; one passed earlier and said already is not.
+        if let said = say, said != inForce { say = nil }
+        return ReloginWarningPlan(
+            say: say, record: next, changed: !next.said.isEmpty && next != record, wakeAt: wakeAt, inForce: inForce)
     }
 }

@@ -15,4 +15,8 @@ enum CallOutcome {
     /// A `Watch`: the first reply now, then one per change until the credential goes away.
     /// Holds its connection (later calls wait) until its last reply, as Varlink `more` calls do.
     case watch(userIdentifier: String, initial: ViewEntry)
+    /// A stream of messages (`WatchReloginWarnings`): `subscribe` registers the connection's
+    /// delivery (each message a complete reply with `continues`) and returns the first reply
+    /// and how to unsubscribe. It ends only with its connection.
+    case stream(subscribe: @Sendable (_ deliver: @escaping @Sendable ([UInt8]) -> Void) -> (first: [UInt8], cancel: @Sendable () -> Void))
 }

@@ -52,6 +52,8 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     private var nextID: UInt64 = 0
     /// `Watch` subscriptions to cancel when the connection goes away.
     private var subscriptions: [(user: String, id: UInt64)] = []
+    /// Other streams' subscriptions (``CallOutcome/stream(subscribe:)``), ended with the connection.
+    private var streamCancels: [@Sendable () -> Void] = []
     /// A `read()` from the pipeline that was held back by back-pressure.
     private var heldRead = false
     private var closing = false
@@ -122,6 +124,8 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     func channelInactive(context: ChannelHandlerContext) {
         for subscription in subscriptions { router.hub.unsubscribe(subscription.user, id: subscription.id) }
         subscriptions.removeAll()
+        for cancel in streamCancels { cancel() }
+        streamCancels.removeAll()
         context.fireChannelInactive()
     }
 
@@ -208,6 +212,8 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
             }
         case .watch(let user, let initial):
             startWatch(user: user, initial: initial, context: context)
+        case .stream(let subscribe):
+            startStream(subscribe, context: context)
         }
     }
 
@@ -282,6 +288,36 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         drain(context: context)
         flushIfNeeded(context: context)
         closeIfFinished(context: context)
+    }
+
+    /// A stream's messages are rare (re-login warnings); a client that does not read keeps at
+    /// most this many, the newest.
+    static let maximumQueuedStreamMessages = 64
+
+    private func startStream(
+        _ subscribe: @Sendable (_ deliver: @escaping @Sendable ([UInt8]) -> Void) -> (first: [UInt8], cancel: @Sendable () -> Void),
+        context: ChannelHandlerContext
+    ) {
+        let id = takeID()
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        // Messages delivered from now on run after this call on the event loop, so after the
+        // slot below exists.
+        let (first, cancel) = subscribe { message in
+            eventLoop.execute { handler.value.streamMessage(message, slot: id, context: boundContext.value) }
+        }
+        streamCancels.append(cancel)
+        append(Slot(id: id, messages: [first], isStream: true), context: context)
+        flushIfNeeded(context: context)
+    }
+
+    private func streamMessage(_ message: [UInt8], slot id: UInt64, context: ChannelHandlerContext) {
+        guard let index = slots.firstIndex(where: { $0.id == id }), !slots[index].isComplete else { return }
+        slots[index].messages.append(message)
+        if slots[index].messages.count > Self.maximumQueuedStreamMessages { slots[index].messages.removeFirst() }
+        drain(context: context)
+        flushIfNeeded(context: context)
     }
 
     /// `{"parameters":…}` → `{"parameters":…,"continues":true}`.

@@ -63,6 +63,8 @@ struct CallRouter: Sendable {
             guard call.more else { throw .expectedMore }
             let entry = try readableEntry(user, caller: caller, method: call.method)
             return .watch(userIdentifier: user, initial: entry)
+        case TokenProviderMethod.watchReloginWarnings.rawValue:
+            return try watchReloginWarnings(call, caller: caller)
         case TokenProviderMethod.addCredential.rawValue:
             let request = try AddCredentialRequest(json: call.parameters)
             return deferred(on: eventLoop, caller: caller, what: "adding the credential") { [registry] in

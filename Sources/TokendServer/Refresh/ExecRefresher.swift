@@ -1,12 +1,6 @@
-import Dispatch
-import Foundation
 import TokendConfig
 import TokendCore
 import TokendJSON
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// Providers without an OAuth endpoint: a configured command refreshes the token.
 ///
@@ -51,56 +45,9 @@ struct ExecRefresher: ProviderRefresher {
 
     func revoke(_ credential: Credential) async -> RevocationOutcome { .unsupported }
 
-    enum ExecResult {
-        case exited(Int32, [UInt8])
-        case signalled(Int32)
-        case timedOut
-    }
+    typealias ExecResult = CommandRunner.Result
 
     private func run(input: [UInt8]) async throws -> ExecResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: settings.command[0])
-        process.arguments = Array(settings.command.dropFirst())
-        process.environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"]
-        let stdin = Pipe()
-        let stdout = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let pid = process.processIdentifier
-        // Write the request and close, so the command sees end of input.
-        try? stdin.fileHandleForWriting.write(contentsOf: Data(input))
-        try? stdin.fileHandleForWriting.close()
-        // The pipe is read with blocking reads, so on a Dispatch thread: tasks run on the event
-        // loops (ConcurrencyExecutor), and a read blocked there would stall that loop's sockets
-        // and timers, the deadline below included.
-        let handle = stdout.fileHandleForReading
-        let reader = Task {
-            await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8], Never>) in
-                DispatchQueue.global().async {
-                    var collected: [UInt8] = []
-                    while collected.count <= Self.maximumOutputBytes, let chunk = try? handle.read(upToCount: 65536), !chunk.isEmpty {
-                        collected.append(contentsOf: chunk)
-                    }
-                    continuation.resume(returning: collected)
-                }
-            }
-        }
-        let deadline = ContinuousClock.now + settings.timeout
-        while process.isRunning {
-            if ContinuousClock.now >= deadline {
-                kill(pid, SIGKILL)
-                process.waitUntilExit()
-                reader.cancel()
-                try? stdout.fileHandleForReading.close()
-                return .timedOut
-            }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        let output = await reader.value
-        if process.terminationReason == .uncaughtSignal { return .signalled(process.terminationStatus) }
-        guard output.count <= Self.maximumOutputBytes else { return .exited(0, Array("{}".utf8)) }
-        return .exited(process.terminationStatus, output)
+        try await CommandRunner.run(settings.command, input: input, timeout: settings.timeout, maximumOutputBytes: Self.maximumOutputBytes)
     }
 }

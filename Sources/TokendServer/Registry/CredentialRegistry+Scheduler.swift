@@ -35,6 +35,7 @@ extension CredentialRegistry {
         if let plan = events.plan, plan.shorterThanMargin { notices.shortLivedTokens(provider: provider, lifetime: plan.lifetime) }
         let awaitingGrant = status.state == .refreshing && grants.inFlight[user] != nil
         if let due = scheduler.replan(user, with: events, awaitingGrant: awaitingGrant), wakeup.isNeeded(for: due) { wake() }
+        if !provider.relogin.thresholds.isEmpty { scheduleReloginCheck(user) }
     }
 
     /// Plans a refresh of `user` after `delay`, whatever its times say (a grant that could not
@@ -67,13 +68,15 @@ extension CredentialRegistry {
         while !Task.isCancelled {
             let current = now()
             for user in scheduler.popWarnings(now: current) { warnAboutSessionEnd(user, now: current) }
+            for user in reloginChecks.popDue(now: current, limit: 4096) { checkRelogin(user, now: current) }
             let due = scheduler.popDue(now: current, limit: 4096)
             for user in due { startScheduledEvent(user, now: current) }
             if due.count == 4096 {
                 await Task.yield()
                 continue
             }
-            await sleep(until: scheduler.nextEvent)
+            let next = [scheduler.nextEvent, reloginChecks.nextDue].compactMap { $0 }.min()
+            await sleep(until: next)
         }
         wake()
     }

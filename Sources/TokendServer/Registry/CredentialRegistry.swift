@@ -51,6 +51,8 @@ actor CredentialRegistry {
     var grants = GrantBook()
     var enrolments: Enrolments
     var scheduler = RefreshScheduler()
+    /// When to look at each credential's re-login warnings next (`CredentialRegistry+Relogin.swift`).
+    var reloginChecks = RefreshSchedule()
     var wakeup = SchedulerWakeup()
     var notices: ProviderNotices
     /// Whether this node may refresh a credential now (``RefreshGate``); a single host may
@@ -122,6 +124,7 @@ actor CredentialRegistry {
         }
         scheduler.load(due: due, warnings: warn)
         view.replaceAll(with: entries)
+        scheduleReloginChecks(entries.compactMap { $0.relogin == nil ? nil : $0.userIdentifier })
         if recovering > 0 {
             logger.notice("refreshing credentials whose grant was interrupted", metadata: ["count": "\(recovering)"])
         }

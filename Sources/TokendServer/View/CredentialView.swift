@@ -20,6 +20,8 @@ final class CredentialView: Sendable {
     private let held = Mutex<[UInt32: Int]>([:])
     /// Told about every change of token or of serving state, for `Watch` and token files.
     let hub = WatchHub()
+    /// Re-login warnings, for `WatchReloginWarnings`.
+    let reloginHub = ReloginWarningHub()
     /// Told about every change at all (state, plan, count), for `STATUS=` and the metrics file.
     let changes = ChangeSignal()
     /// The DPoP keys of credentials programs asked proofs for; they go with their credential.

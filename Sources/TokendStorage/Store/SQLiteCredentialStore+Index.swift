@@ -77,7 +77,8 @@ extension SQLiteCredentialStore {
         let columns = """
             SELECT user_identifier, provider, refresh_token IS NOT NULL, token_type, scope,
                    expires_at, issued_at, session_started_at, readers, enrolled_uid, enrolled_pid, enrolled_at,
-                   state, last_refresh_at, last_error, refresh_count, grant_started_at, retry_at, generation
+                   state, last_refresh_at, last_error, refresh_count, grant_started_at, retry_at, generation,
+                   refresh_token_expires_at, relogin_warnings
             FROM credentials
             """
         let rows =
@@ -187,7 +188,9 @@ extension SQLiteCredentialStore {
                 grantStartedAt: optionalTimestamp(row, 16),
                 retryAt: optionalTimestamp(row, 17)
             ),
-            generation: row[18]
+            generation: row[18],
+            refreshTokenExpiresAt: optionalTimestamp(row, 19),
+            reloginWarnings: (row[20] as String?).flatMap(ReloginWarningRecord.init(encoded:))
         )
         return IndexedCredential(metadata: metadata, hasRefreshToken: row[2] as Int64 != 0, accessToken: .stored(reader))
     }

@@ -39,6 +39,7 @@ extension SQLiteCredentialStore {
         [
             "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at", "issued_at",
             "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at", "dpop_key", "narrowed_tokens",
+            "refresh_token_expires_at", "relogin_warnings",
         ] + statusColumns + ["generation", "updated_at"]
 
     /// The refresh bookkeeping columns, in the order ``statusValues(_:)`` gives their values.
@@ -67,6 +68,8 @@ extension SQLiteCredentialStore {
             credential.enrolment.at.millisecondsSince1970,
             sealed.dpopKey.map { Data($0) },
             sealed.narrowedTokens.map { Data($0) },
+            credential.refreshTokenExpiresAt?.millisecondsSince1970,
+            credential.reloginWarnings?.encoded,
         ]
         values.reserveCapacity(writtenColumns.count)
         values += statusValues(credential.status)
@@ -119,7 +122,7 @@ extension SQLiteCredentialStore {
         "user_identifier", "provider", "salt", "access_token", "refresh_token", "token_type", "scope", "expires_at",
         "issued_at", "session_started_at", "readers", "enrolled_uid", "enrolled_pid", "enrolled_at", "state",
         "last_refresh_at", "last_error", "refresh_count", "grant_started_at", "retry_at", "generation", "dpop_key",
-        "narrowed_tokens",
+        "narrowed_tokens", "refresh_token_expires_at", "relogin_warnings",
     ]
     /// `SELECT`'s column list for ``rowColumns``.
     static let rowColumnList = rowColumns.joined(separator: ", ")
@@ -168,7 +171,10 @@ extension SQLiteCredentialStore {
             narrowedTokens: try fields.optional("narrowed_tokens").map { (blob: Data) in
                 NarrowedTokenCoding.decode(try open(blob, .narrowedTokens))
             } ?? [],
-            generation: try fields.required("generation")
+            generation: try fields.required("generation"),
+            refreshTokenExpiresAt: try fields.optionalTimestamp("refresh_token_expires_at"),
+            // An unreadable record is none: at worst the latest passed warning is said again.
+            reloginWarnings: try (fields.optional("relogin_warnings") as String?).flatMap(ReloginWarningRecord.init(encoded:))
         )
     }
 }

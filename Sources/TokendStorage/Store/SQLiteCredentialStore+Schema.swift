@@ -90,6 +90,17 @@ extension SQLiteCredentialStore {
                     """
             )
         }
+        // The refresh token's stated expiry and the re-login warnings said (both plain: dates and
+        // thresholds, no secret), so a restart or another process neither repeats nor skips one.
+        migrator.registerMigration("v5-relogin") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE credentials ADD COLUMN refresh_token_expires_at INTEGER;
+                    ALTER TABLE credentials ADD COLUMN relogin_warnings TEXT;
+                    UPDATE meta SET value = 5 WHERE key = 'schema_version';
+                    """
+            )
+        }
         return migrator
     }
 }
