@@ -63,16 +63,21 @@ struct ProgramReaderPolicyTests {
         }
     }
 
-    @Test func theHashIsAskedForOnlyWhenAReaderNamesOne() throws {
+    @Test(arguments: [
+        ("unit:demo.service", [false]), ("exe:/usr/bin/demo", [false]), ("exe:/usr/bin/demo@sha256:\(hash)", [false, true]),
+        // The caller runs another path: its executable is not hashed.
+        ("exe:/usr/bin/other@sha256:\(hash)", [false]),
+    ])
+    func theHashIsAskedForOnlyWhenAHashedReaderNamesTheCallersPath(reader text: String, asked expected: [Bool]) throws {
         var asked: [Bool] = []
-        for text in ["unit:demo.service", "exe:/usr/bin/demo", "exe:/usr/bin/demo@sha256:\(Self.hash)"] {
-            let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
-            _ = policy.readDecision(alice, readers: readers) { withHash in
-                asked.append(withHash)
-                return .success(Self.demoFacts)
-            }
+        let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
+        _ = policy.readDecision(alice, readers: readers) { withHash in
+            asked.append(withHash)
+            var facts = Self.demoFacts
+            if !withHash { facts.sha256 = nil }
+            return .success(facts)
         }
-        #expect(asked == [false, false, true])
+        #expect(asked == expected)
     }
 
     @Test func aCombinedReaderForAnotherUIDDoesNotAskForFacts() throws {

@@ -30,7 +30,8 @@ public struct AccessPolicy: Sendable, Hashable {
     /// Whether `caller` may read, and when not, why (for the log only: the caller gets the same
     /// refusal as any non-reader). `program` is asked for the caller's program facts only when
     /// no uid or group reader grants and a program reader could (uid-only credentials never
-    /// ask); its argument says whether the executable's hash is needed.
+    /// ask); its argument says whether the executable's hash is needed, which is asked only
+    /// after the facts show the path of an `@sha256:` reader.
     public func readDecision(
         _ caller: CallerIdentity, readers: ResolvedReaders,
         program: (_ withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable>
@@ -39,21 +40,29 @@ public struct AccessPolicy: Sendable, Hashable {
         guard !readers.programs.isEmpty else { return .refused(why: nil) }
         let candidates = readers.programs.filter { $0.uid == nil || $0.uid == caller.uid }
         guard !candidates.isEmpty else { return .refused(why: "uid \(caller.uid) is joined to none of the program readers") }
-        let needsHash = candidates.contains {
-            if case .exe(_, _?) = $0.program { return true }
+        // The executable is hashed only when an `@sha256:` reader names the path it runs from,
+        // so a caller cannot make tokend hash any file it likes.
+        var facts: ProgramFacts
+        switch program(false) {
+        case .failure(let unavailable): return .refused(why: "program readers not checked: \(unavailable)")
+        case .success(let known): facts = known
+        }
+        let hashNeeded = candidates.contains {
+            if case .exe(let path, _?) = $0.program { return path == facts.executable }
             return false
         }
-        switch program(needsHash) {
-        case .failure(let unavailable):
-            return .refused(why: "program readers not checked: \(unavailable)")
-        case .success(let facts):
-            var mismatches: [String] = []
-            for candidate in candidates {
-                guard let mismatch = candidate.match(uid: caller.uid, facts: facts) else { return .granted }
-                mismatches.append(mismatch.description)
+        if hashNeeded && facts.sha256 == nil && facts.sha256Problem == nil {
+            switch program(true) {
+            case .failure(let unavailable): return .refused(why: "program readers not checked: \(unavailable)")
+            case .success(let hashed): facts = hashed
             }
-            return .refused(why: mismatches.joined(separator: "; "))
         }
+        var mismatches: [String] = []
+        for candidate in candidates {
+            guard let mismatch = candidate.match(uid: caller.uid, facts: facts) else { return .granted }
+            mismatches.append(mismatch.description)
+        }
+        return .refused(why: mismatches.joined(separator: "; "))
     }
 
     /// Whether `caller` may see a credential's status (metadata only, never a token).
