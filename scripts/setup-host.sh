@@ -7,7 +7,8 @@ need=()
 # glewlwyd: the second real authorization server of the interoperability tests.
 # tinyproxy: the real HTTP proxy of the proxy tests.
 # skopeo, docker-registry: the container tools of the docker-credential helper's tests.
-for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql git glewlwyd openssl tinyproxy curl skopeo docker-registry; do
+# dbus, python3-dbusmock: a private session bus with a recording notification daemon (tokenctl notify).
+for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql git glewlwyd openssl tinyproxy curl skopeo docker-registry dbus python3-dbusmock; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # kubectl for the credential-helper tests: Debian's kubernetes-client, unless the machine

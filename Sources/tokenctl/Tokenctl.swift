@@ -44,7 +44,7 @@ struct Tokenctl: AsyncParsableCommand {
             """,
         version: TokendVersion.string,
         subcommands: [
-            Status.self, Token.self, Watch.self, Exec.self, Add.self, Login.self, Remove.self, RotateKey.self, Backup.self,
+            Status.self, Token.self, Watch.self, Notify.self, Exec.self, Add.self, Login.self, Remove.self, RotateKey.self, Backup.self,
             GitCredential.self,
             KubeCredential.self,
             DockerCredential.self,
