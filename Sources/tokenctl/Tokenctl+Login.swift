@@ -156,7 +156,10 @@ extension Tokenctl {
                 return (held.provider, true)
             } catch {
                 var error = error
-                if error.code == .unknownUser { error.message += "; name the provider with --provider to log in" }
+                // A missing credential and someone else's look alike to a non-administrator.
+                if error.code == .unknownUser || error.code == .permissionDenied {
+                    error.message += "; to log in under a new name, give --provider"
+                }
                 throw Terminal.fail(error)
             }
         }
