@@ -8,7 +8,8 @@ need=()
 # tinyproxy: the real HTTP proxy of the proxy tests.
 # skopeo, docker-registry: the container tools of the docker-credential helper's tests.
 # dbus, python3-dbusmock: a private session bus with a recording notification daemon (tokenctl notify).
-for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql git glewlwyd openssl tinyproxy curl skopeo docker-registry dbus python3-dbusmock; do
+# prometheus: promtool checks the shipped alerting rules (config/tokend.rules.yml).
+for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql git glewlwyd openssl tinyproxy curl skopeo docker-registry dbus python3-dbusmock prometheus; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # kubectl for the credential-helper tests: Debian's kubernetes-client, unless the machine

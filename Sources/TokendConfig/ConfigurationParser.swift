@@ -98,6 +98,7 @@ public struct ConfigurationParser {
         }
         if let textfile = try table.string("textfile") { metrics.textfile = resolve(textfile) }
         if let interval = try table.duration("textfile_interval") { metrics.textfileInterval = interval }
+        if let perCredential = try table.boolean("per_credential_labels") { metrics.perCredentialLabels = perCredential }
         try table.finish()
         return metrics
     }

@@ -25,6 +25,10 @@ public struct MetricsConfiguration: Sendable, Hashable {
     public var textfileInterval: Duration
 
     /// Whether metrics are collected at all.
+    /// Whether per-credential gauges (`tokend_credential_relogin_deadline_seconds{credential}`)
+    /// are exported besides the per-provider ones (`per_credential_labels`); off by default,
+    /// as a label per credential multiplies the series.
+    public var perCredentialLabels = false
     public var isEnabled: Bool { listen != nil || textfile != nil }
 
     /// Creates a configuration; the defaults expose nothing.

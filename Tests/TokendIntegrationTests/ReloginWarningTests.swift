@@ -69,7 +69,7 @@ struct ReloginWarningTests {
 
     @Test func warningsReachTheJournalAndTheWatchersWhoMayReadThem() async throws {
         guard IdentityProvider.isAvailable else { return }
-        let setup = try await IdPDaemon.start(providerExtra: Self.providerExtra)
+        let setup = try await IdPDaemon.start(providerExtra: Self.providerExtra + ScrapedMetrics.configuration)
         defer { _ = Task { try? await setup.stop() } }
         let socket = setup.daemon.socketPath
         let admin = try Self.watcher(socket: socket, seconds: 60)
@@ -89,6 +89,10 @@ struct ReloginWarningTests {
         #expect(status["reloginReason"] as? String == "session_end")
         #expect(reloginBy == status["sessionEndsAt"] as? Int)
         #expect(abs(Double(reloginBy) - (added.timeIntervalSince1970 + 40)) < 5)
+        // The gauge: seconds until the provider's earliest re-login date.
+        let gauge = try #require(
+            try ScrapedMetrics.scrape(setup.directory)[#"tokend_credential_relogin_deadline_seconds{provider="example"}"#])
+        #expect(gauge > 20 && gauge <= 41, "\(gauge)")
 
         // The journal: the 30 s warning of each, then the 10 s one, once each.
         try await pollUntil(timeout: .seconds(45), "the 10 s warnings in the journal: \(setup.daemon.log.suffix(3000))") {
@@ -192,13 +196,46 @@ struct ReloginWarningTests {
                 relogin_warning = ["15s"]
                 relogin_command = "\(hooks.file("hang.sh"))"
                 relogin_command_timeout = "1s"
+
+                [metrics]
+                listen = "unix:metrics.sock"
+                per_credential_labels = true
                 """)
         defer { _ = Task { try? await setup.stop() } }
         let client = try RawClient(path: setup.daemon.socketPath)
         try await Self.add("alice", readers: ["uid:\(Self.reader)"], setup: setup, client: client)
-        try await pollUntil(timeout: .seconds(60), "the hook's timeout in the log: \(setup.daemon.log.suffix(2000))") {
+        try await pollUntil(timeout: .seconds(20), "the hook's timeout in the log: \(setup.daemon.log.suffix(2000))") {
             setup.daemon.log.contains("relogin_command did not finish within 1s and was killed")
         }
         #expect(Self.journalLines(setup.daemon.log, threshold: "15s").count == 1)
+        // A gauge per credential when per_credential_labels is on.
+        let samples = try ScrapedMetrics.scrape(setup.directory)
+        let perCredential = samples.filter {
+            $0.key.hasPrefix("tokend_credential_relogin_deadline_seconds{") && $0.key.contains(#"credential="alice""#)
+        }
+        #expect(perCredential.count == 1, "\(samples.keys.sorted())")
+    }
+
+    /// A JWT refresh token's `exp` is the re-login date when nothing ends the login earlier.
+    @Test func aJWTRefreshTokensExpIsTheReloginDate() async throws {
+        let daemon = try DaemonProcess()
+        try await daemon.start()
+        defer { _ = Task { try? await daemon.stop() } }
+        let client = try RawClient(path: daemon.socketPath)
+        let exp = Int(Date().timeIntervalSince1970) + 3 * 86_400
+        let refresh =
+            "eyJhbGciOiJub25lIn0."
+            + Data(#"{"exp":\#(exp)}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            + ".c2ln"
+        #expect(try client.call(Tokens.addCall(user: "carol", access: Tokens.random("a-"), refresh: refresh)).errorName == nil)
+        let status = try OAuthRefreshTests.status(client, "carol")
+        #expect(status["reloginBy"] as? Int == exp, "\(status)")
+        #expect(status["reloginReason"] as? String == "refresh_token_expiry")
+        // Without a refresh token, the token itself ends: its expires_in (3600 s) before max_token_age.
+        #expect(try client.call(Tokens.addCall(user: "dave", access: Tokens.random("a-"), refresh: nil)).errorName == nil)
+        let dave = try OAuthRefreshTests.status(client, "dave")
+        #expect(dave["reloginReason"] as? String == "token_expiry", "\(dave)")
+        #expect(dave["reloginBy"] as? Int == dave["expiresAt"] as? Int)
     }
 }

@@ -19,6 +19,9 @@ enum MetricName {
     static let reloads = "tokend_reloads_total"
     /// Shared-store rows refused by their integrity check, by `kind` (`altered`, `rolled_back`).
     static let storeIntegrityFailures = "tokend_store_integrity_failures_total"
+    /// Seconds until the earliest re-login date, by `provider` (and `credential` when
+    /// `per_credential_labels` is on); -1 when none is ahead.
+    static let reloginDeadline = "tokend_credential_relogin_deadline_seconds"
 }
 
 /// Counts calls by method and error through swift-metrics (`tokend_requests_total`).
@@ -142,8 +145,14 @@ final class StateGauges: Sendable {
     private let accepted: Counter
     private let refused: Counter
     private let reported = Mutex<(accepted: Int, refused: Int)>((0, 0))
+    private let factory: any MetricsFactory
+    private let perCredentialLabels: Bool
+    /// Re-login gauges by provider, or by provider and credential, made on first use.
+    private let relogin = Mutex<[String: Gauge]>([:])
 
-    init(factory: any MetricsFactory = MetricsSystem.factory) {
+    init(factory: any MetricsFactory = MetricsSystem.factory, perCredentialLabels: Bool = false) {
+        self.factory = factory
+        self.perCredentialLabels = perCredentialLabels
         var byState: [CredentialState: Gauge] = [:]
         for state in CredentialState.allCases {
             byState[state] = Gauge(
@@ -162,12 +171,21 @@ final class StateGauges: Sendable {
         var counts: [CredentialState: Int] = [:]
         var next: Timestamp?
         var shorterThanMargin = 0
+        var reloginBy: [String: (provider: String, credential: String?, at: Timestamp?)] = [:]
         for entry in view.unsortedSnapshot() {
+            let ahead = entry.relogin.flatMap { $0.at > now && entry.status.state != .reauthenticationRequired ? $0.at : nil }
+            if perCredentialLabels {
+                reloginBy[entry.provider + "\u{0}" + entry.userIdentifier] = (entry.provider, entry.userIdentifier, ahead)
+            } else {
+                let known = reloginBy[entry.provider]?.at
+                reloginBy[entry.provider] = (entry.provider, nil, [known, ahead].compactMap { $0 }.min())
+            }
             counts[entry.effectiveState(now: now), default: 0] += 1
             if entry.shorterThanMargin { shorterThanMargin += 1 }
             if let due = entry.nextRefreshAt, due < (next ?? due + .seconds(1)) { next = due }
         }
         for (state, gauge) in byState { gauge.record(counts[state] ?? 0) }
+        updateRelogin(reloginBy, now: now)
         shortLived.record(shorterThanMargin)
         // Seconds until the next planned refresh; -1 when none is planned.
         if let next {
@@ -184,5 +202,25 @@ final class StateGauges: Sendable {
         }
         if newAccepted > 0 { accepted.increment(by: newAccepted) }
         if newRefused > 0 { refused.increment(by: newRefused) }
+    }
+
+    /// `tokend_credential_relogin_deadline_seconds`: seconds until each provider's earliest
+    /// re-login date (or each credential's), -1 when none is ahead or the credential is gone.
+    private func updateRelogin(_ dates: [String: (provider: String, credential: String?, at: Timestamp?)], now: Timestamp) {
+        relogin.withLock { gauges in
+            for (key, gauge) in gauges where dates[key] == nil { gauge.record(-1) }
+            for (key, date) in dates {
+                let gauge: Gauge
+                if let known = gauges[key] {
+                    gauge = known
+                } else {
+                    var dimensions = [("provider", date.provider)]
+                    if let credential = date.credential { dimensions.append(("credential", credential)) }
+                    gauge = Gauge(label: MetricName.reloginDeadline, dimensions: dimensions, factory: factory)
+                    gauges[key] = gauge
+                }
+                gauge.record(date.at.map { Double(($0 - now).milliseconds) / 1000 } ?? -1)
+            }
+        }
     }
 }

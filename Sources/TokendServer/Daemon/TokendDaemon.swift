@@ -227,7 +227,7 @@ public final class TokendDaemon: Service {
 
     private func startMetrics(view: CredentialView, limiter: ConnectionLimiter) async throws -> RunningMetrics {
         guard configuration.metrics.isEnabled, let registry = options.metricsRegistry else { return RunningMetrics() }
-        let gauges = StateGauges()
+        let gauges = StateGauges(perCredentialLabels: configuration.metrics.perCredentialLabels)
         let exporter = MetricsExporter(registry: registry) {
             gauges.update(view: view, limiter: limiter, now: WallClock.now())
         }

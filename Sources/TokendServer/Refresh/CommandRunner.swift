@@ -55,9 +55,9 @@ enum CommandRunner {
         while process.isRunning {
             if ContinuousClock.now >= deadline {
                 kill(pid, SIGKILL)
-                process.waitUntilExit()
-                // The reader is left to end on its own: a child the command started may still
-                // hold the pipe, and closing it under a blocked read would wait for that child.
+                // Neither waited for nor closed: a child the command started may still hold the
+                // pipe, and waiting for the exit or closing the pipe under the blocked read
+                // would last as long as that child (Foundation reaps the killed process).
                 reader.cancel()
                 return .timedOut
             }

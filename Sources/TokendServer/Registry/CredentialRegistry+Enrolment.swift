@@ -152,7 +152,9 @@ extension CredentialRegistry {
             // A login's tokens come from the provider's token endpoint, as a refresh's do: they
             // are tokend's own grant, which a removal revokes (``RevocationRule``).
             status: RefreshStatus(state: .valid, lastRefreshAt: answeredByProvider ? received : nil),
-            dpopKey: credentialKey
+            dpopKey: credentialKey,
+            // A JWT refresh token says when it expires: one of the re-login date's ends.
+            refreshTokenExpiresAt: response.refreshTokenExpiry(receivedAt: received)
         )
         return credential
     }
