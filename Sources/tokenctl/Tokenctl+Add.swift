@@ -33,7 +33,7 @@ extension Tokenctl {
         @Option(
             name: .customLong("reader"),
             help: ArgumentHelp(
-                "Who may read the token: uid:N, gid:N, user:NAME or group:NAME (repeatable; default: your uid).",
+                ReaderOptions.help,
                 valueName: "reader"
             )
         )

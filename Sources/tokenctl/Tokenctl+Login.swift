@@ -74,7 +74,7 @@ extension Tokenctl {
         @Option(
             name: .customLong("reader"),
             help: ArgumentHelp(
-                "Who may read the token: uid:N, gid:N, user:NAME or group:NAME (repeatable; default: your uid).", valueName: "reader")
+                ReaderOptions.help, valueName: "reader")
         )
         var readers: [String] = []
 
