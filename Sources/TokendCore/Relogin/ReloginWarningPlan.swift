@@ -56,7 +56,7 @@ public struct ReloginWarningPlan: Sendable, Hashable {
     public var say: ReloginThreshold?
     /// The record to store when it differs from the one given (``changed``).
     public var record: ReloginWarningRecord
-    /// Whether ``record`` must be stored.
+    /// Whether ``record`` must be stored: there is a warning to say.
     public var changed: Bool
     /// When the next threshold passes; nil when none is left.
     public var wakeAt: Timestamp?
@@ -112,6 +112,8 @@ public struct ReloginWarningPlan: Sendable, Hashable {
         // Only the latest passed threshold is said; one passed earlier and said already is not.
         if let said = say, said != inForce { say = nil }
         return ReloginWarningPlan(
-            say: say, record: next, changed: !next.said.isEmpty && next != record, wakeAt: wakeAt, inForce: inForce)
+            // Stored only with a warning to say: thresholds passed over are passed over again
+            // by the same decision, so recording them alone would be a write for nothing.
+            say: say, record: next, changed: say != nil, wakeAt: wakeAt, inForce: inForce)
     }
 }
