@@ -238,4 +238,20 @@ struct ReloginWarningTests {
         #expect(dave["reloginReason"] as? String == "token_expiry", "\(dave)")
         #expect(dave["reloginBy"] as? Int == dave["expiresAt"] as? Int)
     }
+
+    /// Two nodes of a shared store: each warning is recorded once for both, so it is said once
+    /// in all (by the node whose write of the record won), never by both.
+    @Test(.enabled(if: PostgresServer.isAvailable, "needs PostgreSQL 15 and root"))
+    func withASharedStoreEachWarningIsSaidOnceAcrossTheNodes() async throws {
+        guard IdentityProvider.isAvailable else { return }
+        let fleet = try await SharedStoreTests.Fleet(count: 2, lifetime: 3600, providerExtra: Self.providerExtra)
+        defer { _ = Task { await fleet.stop() } }
+        try await fleet.add("alice", lifetime: 3600)
+        func said(_ threshold: String) -> Int { fleet.nodes.map { Self.journalLines($0.log, threshold: threshold).count }.reduce(0, +) }
+        try await pollUntil(timeout: .seconds(45), "the 10 s warning: \(fleet.logs)") { said("10s") >= 1 }
+        // Time for a second node to say it too, if it were going to.
+        try await Task.sleep(for: .seconds(2))
+        #expect(said("30s") == 1, "\(fleet.logs)")
+        #expect(said("10s") == 1, "\(fleet.logs)")
+    }
 }
