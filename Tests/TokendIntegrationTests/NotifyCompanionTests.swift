@@ -92,6 +92,10 @@ struct NotifyCompanionTests {
         }
         let shown = Self.notifications(log)
         #expect(shown.count == 2, "\(shown)")
+        // What a person sees: the desktop notifications, and `tokenctl status` with the date.
+        let table = try await runCommand(Repository.binary("tokenctl"), ["status", "--socket", restarted.socketPath])
+        #expect(table.status == 0 && table.stdout.contains("RELOGIN BY"), "\(table.stdout)\(table.stderr)")
+        print("notify companion: recorded Notify calls:\n\(shown.joined(separator: "\n"))\ntokenctl status:\n\(table.stdout)")
         for line in shown {
             #expect(line.contains("\"tokend\" 0 \"dialog-password\" \"Log in again to example by "), "\(line)")
             #expect(line.contains("'alice'") && line.contains("Run: tokenctl login alice"), "\(line)")
