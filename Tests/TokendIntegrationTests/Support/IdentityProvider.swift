@@ -18,9 +18,11 @@ final class IdentityProvider: @unchecked Sendable {
     }
 
     let stateDirectory: String
-    let port: Int
+    /// The port it listens on: picked free before the start (so configurations can name it),
+    /// and picked again if another server took it before the IdP bound it.
+    private(set) var port: Int
     let options: Options
-    private let process = Process()
+    private var process = Process()
     private let logPath: String
 
     static var python: String {
@@ -52,6 +54,25 @@ final class IdentityProvider: @unchecked Sendable {
     }
 
     func start(timeout: Duration = .seconds(90)) async throws {
+        // A port picked free can be taken by another test's server before the IdP binds it
+        // (the suite starts many servers at once): then the IdP exits at once saying so, and
+        // starts again on another port. Bounded: three attempts.
+        for attempt in 1...3 {
+            let logged = log.utf8.count
+            do {
+                try await startOnce(timeout: timeout)
+                return
+            } catch {
+                guard attempt < 3, String(log.utf8.dropFirst(logged)).map({ $0.contains("Address already in use") }) == true else {
+                    throw error
+                }
+                port = try FreePort.pick()
+                process = Process()
+            }
+        }
+    }
+
+    private func startOnce(timeout: Duration) async throws {
         var arguments = [
             Self.script, "serve", "--port", "\(port)", "--state-dir", stateDirectory,
             "--access-token-lifetime", "\(options.accessTokenLifetime)", "--refresh-grace", "\(options.refreshGrace)",
