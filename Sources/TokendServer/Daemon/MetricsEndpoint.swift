@@ -43,9 +43,11 @@ enum MetricsEndpoint {
             return (try await bootstrap.bind(host: host, port: port).get(), nil)
         case .unix(let path):
             try SocketListener.removeStaleSocket(at: path)
-            let channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
             // Metrics are not secret (counts by state, provider, method); any local collector may read them.
-            chmod(path, 0o666)
+            let channel = try await UnixSocketFile.bind(
+                path: path, mode: 0o666,
+                bind: { try await bootstrap.bind(unixDomainSocketPath: $0).get() },
+                close: { try? await $0.close() })
             return (channel, OwnedSocketFile(path: path))
         }
     }

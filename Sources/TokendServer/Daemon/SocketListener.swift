@@ -27,17 +27,15 @@ struct SocketListener {
     /// Calls by method and error.
     var requestMetrics = RequestMetrics()
 
-    /// Binds `path` (replacing a stale socket file, refusing one a live process listens on) and
-    /// sets its mode.
+    /// Binds `path` (replacing a stale socket file, refusing one a live process listens on) with
+    /// its mode set before any client can reach it (``UnixSocketFile``).
     func bind(path: String, mode: UInt32, group: any EventLoopGroup) async throws -> any Channel {
         try Self.removeStaleSocket(at: path)
-        let channel = try await bootstrap(group: group).bind(unixDomainSocketPath: path).get()
-        guard chmod(path, mode_t(mode)) == 0 else {
-            let code = errno
-            try? await channel.close()
-            throw ListenerError("cannot set mode \(String(mode, radix: 8)) on \(path): \(String(cString: strerror(code)))")
-        }
-        return channel
+        let bootstrap = bootstrap(group: group)
+        return try await UnixSocketFile.bind(
+            path: path, mode: mode_t(mode),
+            bind: { try await bootstrap.bind(unixDomainSocketPath: $0).get() },
+            close: { try? await $0.close() })
     }
 
     /// Serves on a socket inherited from the service manager (socket activation).
