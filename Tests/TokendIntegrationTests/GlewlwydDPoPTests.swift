@@ -102,13 +102,7 @@ struct GlewlwydDPoPTests {
         let access = try #require(grant["access_token"] as? String)
         #expect((try Self.claims(access)["cnf"] as? [String: Any]) == nil, "a bearer token")
         let client = try RawClient(path: setup.daemon.socketPath)
-        let added = try client.call(
-            Tokens.addCall(
-                user: "alice", access: access, refresh: grant["refresh_token"] as? String, expiresIn: grant["expires_in"] as? Int ?? 3600,
-                provider: "gw"))
-        #expect(added.errorName == "io.tokend.TokenProvider.InvalidCredential", "\(added)")
-        #expect((added.parameters["reason"] as? String)?.contains("tokenctl login") == true, "\(added)")
-        #expect(try client.call(Tokens.tokenCall(user: "alice")).errorName == "io.tokend.TokenProvider.UnknownUser")
+        let added = try Self.addRefused(grant, access: access, client: client)
         // What the refusal spares: had it been stored, its first refresh would fail at glewlwyd.
         if added.errorName == nil {
             let refreshed = try client.call(Tokens.tokenCall(user: "alice", minValid: 7200))
@@ -128,6 +122,14 @@ struct GlewlwydDPoPTests {
         let access = try #require(grant["access_token"] as? String)
         #expect((try Self.claims(access)["cnf"] as? [String: Any])?["jkt"] is String, "glewlwyd bound the token")
         let client = try RawClient(path: setup.daemon.socketPath)
+        let added = try Self.addRefused(grant, access: access, client: client)
+        try await setup.stop()
+        #expect(!setup.daemon.log.contains("refresh grant") && !setup.daemon.log.contains(access))
+    }
+
+    /// Adds glewlwyd's `grant` as alice's credential for provider `gw`, expecting the refusal
+    /// that says to log in with `tokenctl login` and nothing stored; the reply.
+    static func addRefused(_ grant: [String: Any], access: String, client: RawClient) throws -> [String: Any] {
         let added = try client.call(
             Tokens.addCall(
                 user: "alice", access: access, refresh: grant["refresh_token"] as? String, expiresIn: grant["expires_in"] as? Int ?? 3600,
@@ -135,7 +137,6 @@ struct GlewlwydDPoPTests {
         #expect(added.errorName == "io.tokend.TokenProvider.InvalidCredential", "\(added)")
         #expect((added.parameters["reason"] as? String)?.contains("tokenctl login") == true, "\(added)")
         #expect(try client.call(Tokens.tokenCall(user: "alice")).errorName == "io.tokend.TokenProvider.UnknownUser")
-        try await setup.stop()
-        #expect(!setup.daemon.log.contains("refresh grant") && !setup.daemon.log.contains(access))
+        return added
     }
 }

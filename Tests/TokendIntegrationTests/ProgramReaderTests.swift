@@ -255,31 +255,24 @@ enum CgroupHierarchy {
     /// The legacy `name=systemd` hierarchy's mount point, where this process's cgroup v2 path is
     /// `/` (so that the legacy one is what names a unit) and cgroups can be made there.
     static let legacySystemdRoot: String? = {
-        guard getuid() == 0, let mounts = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8),
-            let own = try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8), own.contains("\n0::/\n") || own.hasPrefix("0::/\n")
+        guard let own = try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8),
+            own.contains("\n0::/\n") || own.hasPrefix("0::/\n")
         else { return nil }
-        for line in mounts.split(separator: "\n") {
-            let halves = line.components(separatedBy: " - ")
-            guard halves.count == 2, halves[1].hasPrefix("cgroup "), halves[1].contains("name=systemd") else { continue }
-            let fields = halves[0].split(separator: " ")
-            guard fields.count > 5, fields[5].hasPrefix("rw") else { continue }
-            let root = String(fields[4])
-            let probe = root + "/tokend-probe-\(getpid()).slice"
-            guard mkdir(probe, 0o755) == 0 else { continue }
-            rmdir(probe)
-            return root
-        }
-        return nil
+        return writableMount { $0.hasPrefix("cgroup ") && $0.contains("name=systemd") }
     }()
 
     /// The cgroup v2 mount point (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a hybrid
     /// layout), if this process may create cgroups there.
-    static let root: String? = {
+    static let root: String? = writableMount { $0.hasPrefix("cgroup2 ") }
+
+    /// The first read-write mount whose `FSTYPE SOURCE SUPEROPTIONS` part `matches` and in which
+    /// this process (root) may make a cgroup.
+    static func writableMount(where matches: (String) -> Bool) -> String? {
         guard getuid() == 0, let mounts = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
         for line in mounts.split(separator: "\n") {
             // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS … - FSTYPE SOURCE SUPEROPTIONS
             let halves = line.components(separatedBy: " - ")
-            guard halves.count == 2, halves[1].hasPrefix("cgroup2 ") else { continue }
+            guard halves.count == 2, matches(halves[1]) else { continue }
             let fields = halves[0].split(separator: " ")
             guard fields.count > 5, fields[5].hasPrefix("rw") else { continue }
             let root = String(fields[4])
@@ -289,5 +282,5 @@ enum CgroupHierarchy {
             return root
         }
         return nil
-    }()
+    }
 }
