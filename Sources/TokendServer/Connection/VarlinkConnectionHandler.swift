@@ -170,9 +170,11 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         case .invalid(let reason):
             append(Slot(id: takeID(), messages: [ErrorReplies.invalidMessage(reason)], isComplete: true), context: context)
         case .call(let call):
-            let outcome = router.route(call, caller: caller, eventLoop: context.eventLoop)
-            requestMetrics?.record(method: call.method, outcome: outcome)
-            enqueue(outcome, isBarrier: router.isWrite(call), context: context)
+            // Parsed once: routing, the metrics and the order of writes all go by it.
+            let method = ServedMethod(call.method)
+            let outcome = router.route(call, method: method, caller: caller, eventLoop: context.eventLoop)
+            requestMetrics?.record(method: method, outcome: outcome)
+            enqueue(outcome, isBarrier: method?.descriptor.isWrite ?? false, context: context)
         }
     }
 

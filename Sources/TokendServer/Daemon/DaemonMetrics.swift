@@ -24,41 +24,42 @@ enum MetricName {
     static let reloginDeadline = "tokend_credential_relogin_deadline_seconds"
 }
 
-/// Counts calls by method and error through swift-metrics (`tokend_requests_total`).
+/// Counts calls by method and error through swift-metrics (`tokend_requests_total`), labelled
+/// by each method's ``MethodDescriptor/metricsLabel`` (`unknown` for a method tokend does not serve).
 ///
 /// Built for the hot path: a cached token answered on the event loop costs one comparison of
-/// the method name, a look at the reply's first bytes and one atomic increment of a counter
+/// the parsed method, a look at the reply's first bytes and one atomic increment of a counter
 /// made in advance. Error counters are made on first use (errors are not the hot path).
 final class RequestMetrics: Sendable {
     private let factory: any MetricsFactory
     /// The success counter of `ProvideTokenReplacement`, the call that matters for speed.
     private let tokenServed: Counter
-    /// Success counters of every other known method, by full method name.
-    private let served: [String: Counter]
+    /// Success counters of every served method.
+    private let served: [ServedMethod: Counter]
+    /// The success counter of calls of methods tokend does not serve.
+    private let unknownServed: Counter
     /// Error counters, by "method label" + "\u{0}" + "error name".
     private let failures = Mutex<[String: Counter]>([:])
 
-    private static let serviceMethods = [
-        "org.varlink.service.GetInfo", "org.varlink.service.GetInterfaceDescription",
-    ]
+    static let unknownLabel = "unknown"
 
     /// - Parameter factory: Where counters are made; the bootstrapped `MetricsSystem` by default.
     init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
-        var served: [String: Counter] = [:]
-        for method in TokenProviderMethod.allCases.map(\.rawValue) + Self.serviceMethods {
+        var served: [ServedMethod: Counter] = [:]
+        for method in ServedMethod.allCases {
             served[method] = Counter(
-                label: MetricName.requests, dimensions: [("method", Self.label(method)), ("error", "none")],
+                label: MetricName.requests, dimensions: [("method", method.descriptor.metricsLabel), ("error", "none")],
                 factory: factory)
         }
-        served["unknown"] = Counter(
-            label: MetricName.requests, dimensions: [("method", "unknown"), ("error", "none")], factory: factory)
+        unknownServed = Counter(
+            label: MetricName.requests, dimensions: [("method", Self.unknownLabel), ("error", "none")], factory: factory)
         self.served = served
-        tokenServed = served[TokenProviderMethod.provideTokenReplacement.rawValue]!
+        tokenServed = served[.tokenProvider(.provideTokenReplacement)]!
     }
 
-    /// Records one call and what the router decided.
-    func record(method: String, outcome: CallOutcome) {
+    /// Records one call of `method` (nil: not served) and what the router decided.
+    func record(method: ServedMethod?, outcome: CallOutcome) {
         switch outcome {
         case .reply(let message):
             record(method: method, firstReply: message)
@@ -78,7 +79,7 @@ final class RequestMetrics: Sendable {
         }
     }
 
-    private func record(method: String, firstReply message: [UInt8]) {
+    private func record(method: ServedMethod?, firstReply message: [UInt8]) {
         if let error = Self.errorName(in: message) {
             failed(method, error: error)
         } else {
@@ -86,16 +87,16 @@ final class RequestMetrics: Sendable {
         }
     }
 
-    private func succeeded(_ method: String) {
-        if method == TokenProviderMethod.provideTokenReplacement.rawValue {
-            tokenServed.increment()
-        } else {
-            (served[method] ?? served["unknown"]!).increment()
+    private func succeeded(_ method: ServedMethod?) {
+        switch method {
+        case .tokenProvider(.provideTokenReplacement)?: tokenServed.increment()
+        case let method?: served[method]!.increment()
+        case nil: unknownServed.increment()
         }
     }
 
-    private func failed(_ method: String, error: String) {
-        let methodLabel = served[method] != nil ? Self.label(method) : "unknown"
+    private func failed(_ method: ServedMethod?, error: String) {
+        let methodLabel = method?.descriptor.metricsLabel ?? Self.unknownLabel
         let key = methodLabel + "\u{0}" + error
         let counter = failures.withLock { counters in
             if let counter = counters[key] { return counter }
@@ -105,12 +106,6 @@ final class RequestMetrics: Sendable {
             return counter
         }
         counter.increment()
-    }
-
-    /// The short method name used as the label: `ProvideTokenReplacement`, `GetInfo`, …
-    static func label(_ method: String) -> String {
-        guard let dot = method.lastIndex(of: ".") else { return method }
-        return String(method[method.index(after: dot)...])
     }
 
     private static let errorPrefix = Array(#"{"error":""#.utf8)

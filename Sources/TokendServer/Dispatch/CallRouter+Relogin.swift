@@ -5,8 +5,8 @@ import TokendProtocol
 
 /// `WatchReloginWarnings`: the re-login warnings of the credentials the caller may see.
 extension CallRouter {
-    func watchReloginWarnings(_ call: VarlinkCall, caller: CallerIdentity) throws(VarlinkError) -> CallOutcome {
-        guard call.more else { throw .expectedMore }
+    /// The router has checked `more` (``MethodDescriptor/requiresMore``).
+    func watchReloginWarnings(caller: CallerIdentity) -> CallOutcome {
         let hub = view.reloginHub
         return .stream { deliver in
             let (id, inForce) = hub.subscribe { [self] warning in

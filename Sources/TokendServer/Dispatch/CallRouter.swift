@@ -27,21 +27,13 @@ struct CallRouter: Sendable {
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
     var coordination: any RefreshCoordination = LocalRefreshCoordination()
 
-    /// Whether `call` changes stored credentials; later calls on its connection wait for it.
-    func isWrite(_ call: VarlinkCall) -> Bool {
-        switch call.method {
-        case TokenProviderMethod.addCredential.rawValue, TokenProviderMethod.removeCredential.rawValue,
-            TokenProviderMethod.rotateKey.rawValue,
-            TokenProviderMethod.completeLogin.rawValue:
-            true
-        default: false
-        }
-    }
-
-    func route(_ call: VarlinkCall, caller: CallerIdentity, eventLoop: any EventLoop) -> CallOutcome {
+    /// Answers `call`, whose method the connection parsed into `method` (nil: not served).
+    func route(_ call: VarlinkCall, method: ServedMethod?, caller: CallerIdentity, eventLoop: any EventLoop) -> CallOutcome {
         let outcome: CallOutcome
         do throws(VarlinkError) {
-            outcome = try dispatch(call, caller: caller, eventLoop: eventLoop)
+            guard let method else { throw ServedMethod.notServed(call.method) }
+            try admit(call, method.descriptor, caller: caller)
+            outcome = try dispatch(call, method, caller: caller, eventLoop: eventLoop)
         } catch {
             outcome = .reply(ErrorReplies.encode(error))
         }
@@ -50,68 +42,76 @@ struct CallRouter: Sendable {
         return call.oneway ? .none : outcome
     }
 
-    private func dispatch(_ call: VarlinkCall, caller: CallerIdentity, eventLoop: any EventLoop) throws(VarlinkError) -> CallOutcome {
-        switch call.method {
-        case TokenProviderMethod.provideTokenReplacement.rawValue:
+    /// What the descriptor asks of every call before its handler runs: administrators only,
+    /// `more`. Every other check of the caller is the handler's, against the credential or the
+    /// login the call names.
+    private func admit(_ call: VarlinkCall, _ descriptor: MethodDescriptor, caller: CallerIdentity) throws(VarlinkError) {
+        switch descriptor.callers {
+        case .administrators:
+            guard settings.current.accessPolicy.isAdmin(caller) else {
+                logDenied(caller, method: call.method, user: nil)
+                throw .permissionDenied(nil)
+            }
+        case .anyone, .anyoneSeeingWhatTheyMayInspect, .credentialReaders, .credentialManagers, .loginOwner:
+            break
+        }
+        if descriptor.requiresMore, !call.more { throw .expectedMore }
+    }
+
+    /// One handler per method: a `switch` without `default:`, so a method without a route does
+    /// not compile.
+    private func dispatch(_ call: VarlinkCall, _ method: ServedMethod, caller: CallerIdentity, eventLoop: any EventLoop)
+        throws(VarlinkError) -> CallOutcome
+    {
+        switch method {
+        case .tokenProvider(.provideTokenReplacement):
             return try provideTokenReplacement(call, caller: caller, eventLoop: eventLoop)
-        case TokenProviderMethod.provideDPoPProof.rawValue:
+        case .tokenProvider(.provideDPoPProof):
             return try provideDPoPProof(call, caller: caller, eventLoop: eventLoop)
-        case TokenProviderMethod.status.rawValue:
+        case .tokenProvider(.status):
             return try status(call, caller: caller)
-        case TokenProviderMethod.watch.rawValue:
+        case .tokenProvider(.watch):
             let user = try ParameterReader(call.parameters).string("userIdentifier")
-            guard call.more else { throw .expectedMore }
             let entry = try readableEntry(user, caller: caller, method: call.method)
             return .watch(userIdentifier: user, initial: entry)
-        case TokenProviderMethod.watchReloginWarnings.rawValue:
-            return try watchReloginWarnings(call, caller: caller)
-        case TokenProviderMethod.addCredential.rawValue:
+        case .tokenProvider(.watchReloginWarnings):
+            return watchReloginWarnings(caller: caller)
+        case .tokenProvider(.addCredential):
             let request = try AddCredentialRequest(json: call.parameters)
             return deferred(on: eventLoop, caller: caller, what: "adding the credential") { [registry] in
                 try await registry.add(request, caller: caller)
                 return [reply([:])]
             }
-        case TokenProviderMethod.removeCredential.rawValue:
+        case .tokenProvider(.removeCredential):
             let user = try ParameterReader(call.parameters).string("userIdentifier")
             return deferred(on: eventLoop, caller: caller, what: "removing the credential") { [registry] in
                 try await registry.remove(user, caller: caller)
                 return [reply([:])]
             }
-        case TokenProviderMethod.rotateKey.rawValue:
-            guard settings.current.accessPolicy.isAdmin(caller) else {
-                logDenied(caller, method: call.method, user: nil)
-                throw .permissionDenied(nil)
-            }
+        case .tokenProvider(.rotateKey):
             return deferred(on: eventLoop, caller: caller, what: "rotating the key") { [registry] in
                 let (keyID, count) = try await registry.rotateKey(caller: caller)
                 return [reply(["keyId": .string(keyID), "reencrypted": .int(Int64(count))])]
             }
-        case TokenProviderMethod.backup.rawValue:
-            guard settings.current.accessPolicy.isAdmin(caller) else {
-                logDenied(caller, method: call.method, user: nil)
-                throw .permissionDenied(nil)
-            }
-            guard call.more else { throw .expectedMore }
+        case .tokenProvider(.backup):
             return deferred(on: eventLoop, caller: caller, what: "backing up the store", timeout: Self.backupTimeout) { [registry] in
                 BackupReplies.encode(try await registry.backup(caller: caller))
             }
-        case TokenProviderMethod.beginLogin.rawValue, TokenProviderMethod.completeLogin.rawValue, TokenProviderMethod.cancelLogin.rawValue:
-            return try routeLogin(call, caller: caller, eventLoop: eventLoop)
-        case "org.varlink.service.GetInfo":
+        case .tokenProvider(.beginLogin):
+            return try beginLogin(call, caller: caller, eventLoop: eventLoop)
+        case .tokenProvider(.completeLogin):
+            return try completeLogin(call, caller: caller, eventLoop: eventLoop)
+        case .tokenProvider(.cancelLogin):
+            return try cancelLogin(call, caller: caller, eventLoop: eventLoop)
+        case .varlinkService(.getInfo):
             return .reply(reply(daemonInfo.getInfoParameters))
-        case "org.varlink.service.GetInterfaceDescription":
+        case .varlinkService(.getInterfaceDescription):
             let interface = try ParameterReader(call.parameters).string("interface")
             switch interface {
             case TokenProviderInterface.name: return .reply(reply(["description": .string(TokenProviderInterface.description)]))
             case VarlinkServiceInterface.name: return .reply(reply(["description": .string(VarlinkServiceInterface.description)]))
             default: throw .interfaceNotFound(interface)
             }
-        default:
-            let interface = call.interface
-            if interface == TokenProviderInterface.name || interface == VarlinkServiceInterface.name {
-                throw .methodNotFound(call.method)
-            }
-            throw .interfaceNotFound(interface)
         }
     }
 
