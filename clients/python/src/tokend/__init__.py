@@ -15,7 +15,7 @@ from ._aio import AsyncClient, AsyncWatch
 from ._client import Client, Watch
 from ._errors import *  # noqa: F403  (the exceptions: the names in _errors.__all__)
 from ._readers import ReaderError, parse_reader
-from ._types import Credentials, CredentialStatus, DaemonStatus, DPoPProof, Status
+from ._types import Credentials, CredentialStatus, DaemonStatus, DPoPProof, QuotaUsage, Status
 from ._wire import DEFAULT_SOCKET_PATH, SOCKET_ENVIRONMENT_VARIABLE
 
 #: The one version source of the package (pyproject.toml reads it); the daemon's version.
@@ -31,6 +31,7 @@ __all__ = [
     "Credentials",
     "DPoPProof",
     "DaemonStatus",
+    "QuotaUsage",
     "ReaderError",
     "Status",
     "Watch",

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from ._errors import ProtocolError
 
-__all__ = ["CredentialStatus", "Credentials", "DPoPProof", "DaemonStatus", "Status"]
+__all__ = ["CredentialStatus", "Credentials", "DPoPProof", "DaemonStatus", "QuotaUsage", "Status"]
 
 _T = TypeVar("_T")
 
@@ -102,6 +102,13 @@ class CredentialStatus:
     lease_holder: str | None = None
     lease_expires_at: _dt.datetime | None = None
     shorter_than_margin: bool | None = None
+    #: The access token's type: ``Bearer``, or ``DPoP`` for tokens bound to the credential's key.
+    token_type: str | None = None
+    #: After when no refresh can keep the credential alive: a new login is needed by then (UTC);
+    #: ``None`` when no such end is known.
+    relogin_by: _dt.datetime | None = None
+    #: Why ``relogin_by``: max_token_age, session_end, refresh_token_expiry or token_expiry.
+    relogin_reason: str | None = None
 
     @classmethod
     def from_wire(cls, value: Any) -> CredentialStatus:
@@ -109,6 +116,32 @@ class CredentialStatus:
         if isinstance(value, dict):
             _names(value, "readers", where)  # a bad readers list is reported before other fields
         return _from_wire(cls, value, where, "tokend's reply has a credential status that is not an object")
+
+
+@dataclasses.dataclass(frozen=True)
+class QuotaUsage:
+    """What the caller's uid holds against its per-uid limits, and the program tokend saw for it.
+
+    Administrators (``administrator`` true) are not limited by them, except by
+    ``max_connections``.
+    """
+
+    uid: int
+    administrator: bool
+    connections: int
+    max_connections: int
+    credentials: int
+    max_credentials: int
+    calls_in_flight: int
+    max_calls_in_flight: int
+    #: The calling process's systemd unit, as ``unit:`` readers are checked against it.
+    unit: str | None = None
+    #: The calling process's executable, as ``exe:`` readers are checked against it.
+    executable: str | None = None
+
+    @classmethod
+    def from_wire(cls, value: Any) -> QuotaUsage:
+        return _from_wire(cls, value, "quota usage", "tokend's reply has a quota usage that is not an object")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +161,8 @@ class DaemonStatus:
     store_problem: str | None = None
     node: str | None = None
     nodes: tuple[str, ...] | None = None
+    #: What the caller's uid holds against its per-uid limits.
+    caller: QuotaUsage | None = None
 
     @classmethod
     def from_wire(cls, value: Any) -> DaemonStatus:
@@ -180,11 +215,20 @@ def _from_wire(cls: type[_T], value: Any, where: str, not_an_object: str) -> _T:
     return cls(**fields)
 
 
-def _string(value: Mapping[str, Any], key: str, where: str) -> str:
-    item = value.get(key)
-    if not isinstance(item, str):
-        raise ProtocolError("tokend's reply has a %s without a string %r" % (where, key))
-    return item
+def _required(kind: type[_T], described: str) -> Callable[[Mapping[str, Any], str, str], _T]:
+    """The reader of a field that must be there as a ``kind`` (``described``: "a string")."""
+
+    def read(value: Mapping[str, Any], key: str, where: str) -> _T:
+        item = value.get(key)
+        if not isinstance(item, kind):
+            raise ProtocolError("tokend's reply has a %s without %s %r" % (where, described, key))
+        return item
+
+    return read
+
+
+_string = _required(str, "a string")
+_flag = _required(bool, "a boolean")
 
 
 def _optional_string(value: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -229,6 +273,15 @@ def _optional_names(value: Mapping[str, Any], key: str, where: str) -> tuple[str
     return tuple(item for item in items if isinstance(item, str)) if isinstance(items, list) else None
 
 
+def _optional_quota_usage(value: Mapping[str, Any], key: str, where: str) -> QuotaUsage | None:
+    item = value.get(key)
+    if item is None:
+        return None
+    return _from_wire(
+        QuotaUsage, item, "%s whose %r is a quota usage" % (where, key), "tokend's reply has a %s whose %r is not an object" % (where, key)
+    )
+
+
 def _optional_flag(value: Mapping[str, Any], key: str, where: str) -> bool | None:
     item = value.get(key)
     return item if isinstance(item, bool) else None
@@ -245,5 +298,7 @@ _READERS: dict[str, Callable[[Mapping[str, Any], str, str], Any]] = {
     "_dt.datetime | None": _optional_time,
     "tuple[str, ...]": _names,
     "tuple[str, ...] | None": _optional_names,
+    "bool": _flag,
     "bool | None": _optional_flag,
+    "QuotaUsage | None": _optional_quota_usage,
 }
