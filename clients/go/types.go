@@ -79,6 +79,27 @@ type DaemonStatus struct {
 	StoreProblem             string    `json:"storeProblem"`
 	Node                     string    `json:"node"`
 	Nodes                    []string  `json:"nodes"`
+	// Caller is what the caller's uid holds against its per-uid limits; nil when not sent.
+	Caller *QuotaUsage `json:"caller"`
+}
+
+// QuotaUsage is a uid's use of its per-uid limits, and the program tokend saw for the caller.
+// Administrators (Administrator true) are not limited by them, except by MaxConnections.
+type QuotaUsage struct {
+	UID              int  `json:"uid"`
+	Administrator    bool `json:"administrator"`
+	Connections      int  `json:"connections"`
+	MaxConnections   int  `json:"maxConnections"`
+	Credentials      int  `json:"credentials"`
+	MaxCredentials   int  `json:"maxCredentials"`
+	CallsInFlight    int  `json:"callsInFlight"`
+	MaxCallsInFlight int  `json:"maxCallsInFlight"`
+	// Unit is the calling process's systemd unit, as unit: readers are checked against it; ""
+	// when not known.
+	Unit string `json:"unit"`
+	// Executable is the calling process's executable, as exe: readers are checked against it;
+	// "" when not known.
+	Executable string `json:"executable"`
 }
 
 // CredentialStatus is one credential, without its tokens. Times are zero when absent.
@@ -100,6 +121,15 @@ type CredentialStatus struct {
 	LeaseHolder       string    `json:"leaseHolder"`
 	LeaseExpiresAt    time.Time `json:"-"`
 	ShorterThanMargin bool      `json:"shorterThanMargin"`
+	// TokenType is the access token's type: Bearer, or DPoP for tokens bound to the
+	// credential's key.
+	TokenType string `json:"tokenType"`
+	// ReloginBy is when no refresh can keep the credential alive any longer: a new login is
+	// needed by then. Zero when no such end is known.
+	ReloginBy time.Time `json:"-"`
+	// ReloginReason says why ReloginBy: max_token_age, session_end, refresh_token_expiry or
+	// token_expiry.
+	ReloginReason string `json:"reloginReason"`
 }
 
 // Status is the reply to Status: the daemon (nil when the daemon did not send it) and the
@@ -189,6 +219,7 @@ type wireCredentialStatus struct {
 	NextRefreshAt    *int64 `json:"nextRefreshAt"`
 	LastRefreshAt    *int64 `json:"lastRefreshAt"`
 	LeaseExpiresAt   *int64 `json:"leaseExpiresAt"`
+	ReloginBy        *int64 `json:"reloginBy"`
 }
 
 func (w *wireCredentialStatus) status() CredentialStatus {
@@ -200,6 +231,7 @@ func (w *wireCredentialStatus) status() CredentialStatus {
 	s.NextRefreshAt = unixOrZero(w.NextRefreshAt)
 	s.LastRefreshAt = unixOrZero(w.LastRefreshAt)
 	s.LeaseExpiresAt = unixOrZero(w.LeaseExpiresAt)
+	s.ReloginBy = unixOrZero(w.ReloginBy)
 	return s
 }
 
