@@ -162,6 +162,8 @@ let package = Package(
         .testTarget(name: "TokendJSONTests", dependencies: ["TokendJSON", "TokendTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendCoreTests", dependencies: ["TokendCore", "TokendTestSupport"], swiftSettings: swiftSettings),
         .testTarget(
+            name: "TokendServerTests", dependencies: ["TokendServer", "TokendCore", "TokendConfig"], swiftSettings: swiftSettings),
+        .testTarget(
             name: "TokendProtocolTests",
             dependencies: [
                 "TokendProtocol", "TokendTestSupport", .product(name: "NIOCore", package: "swift-nio"),

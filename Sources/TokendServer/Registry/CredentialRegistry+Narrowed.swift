@@ -43,16 +43,16 @@ extension CredentialRegistry {
         for attempt in 0..<2 {
             let task: Task<GrantResult, Never>
             var joined = false
-            if attempt == 0, let running = grants.narrowedInFlight[flight] {
+            if attempt == 0, let running = grants.narrowedGrantInFlight(flight) {
                 (task, joined) = (running, true)
             } else {
                 task = Task {
                     await self.obtainNarrowed(user, narrowing: narrowing, minimumValidity: minimumValidity, rejectedToken: rejectedToken)
                 }
-                grants.narrowedInFlight[flight] = task
+                grants.startNarrowedFlight(task, flight)
             }
             result = await task.value
-            if grants.narrowedInFlight[flight] == task { grants.narrowedInFlight[flight] = nil }
+            grants.endNarrowedFlight(task, flight)
             guard joined, case .narrowed(let serving) = result,
                 !serving.stillServes(now: now(), minimumValidity: .zero, rejectedToken: rejectedToken)
             else { break }
@@ -132,14 +132,14 @@ extension CredentialRegistry {
         // not refused, else a RefreshFailed saying when to try again.
         let interval = limits.forcedRefreshInterval
         switch NarrowedGrantLimit.decide(
-            lastGrantOfRequest: grants.lastNarrowedGrant[user]?[narrowing.key],
-            grantsOfCredential: grants.lastNarrowedGrant[user].map { Array($0.values) } ?? [], now: current, interval: interval)
+            lastGrantOfRequest: grants.lastNarrowedGrant(of: user, key: narrowing.key),
+            grantsOfCredential: grants.narrowedGrants(of: user), now: current, interval: interval)
         {
         case .grant:
             break
         case .sameRequestTooSoon(let nextAllowed):
             if let kept, kept.stillServes(now: current, minimumValidity: .zero, rejectedToken: rejectedToken) { return .narrowed(kept) }
-            let lastOutcome = grants.lastNarrowedFailure[user]?[narrowing.key].map { " (the last attempt: \($0))" } ?? ""
+            let lastOutcome = grants.lastNarrowedFailure(of: user, key: narrowing.key).map { " (the last attempt: \($0))" } ?? ""
             return .failed(
                 .refreshFailed(
                     user,
@@ -195,112 +195,16 @@ extension CredentialRegistry {
         return .failed(.refreshFailed(user, reason: "other nodes kept refreshing the credential; try again", retryAt: nil))
     }
 
-    /// Phase 3 of a narrowed grant: the rotated refresh token (if any) and the narrowed token
-    /// are written to the credential in one compare-and-swap; the credential's own token and
-    /// refresh plan stay as they were. A refusal is the caller's error only: the credential
-    /// keeps its state (its own next grant finds out whether its refresh token still works).
+    /// Phase 3 of a narrowed grant (``GrantCommit/narrowed(_:of:narrowing:stateBefore:context:)``),
+    /// carried out: the rotated refresh token (if any) and the narrowed token are written to the
+    /// credential in one compare-and-swap; the credential's own token and refresh plan stay as
+    /// they were.
     func commitNarrowed(
         _ outcome: GrantOutcome, for credential: Credential, narrowing: TokenNarrowing, provider: ProviderConfiguration,
         grouping: Duration, stateBefore: CredentialState?, unresolvedBefore: Bool
     ) async -> GrantResult {
-        let user = credential.userIdentifier
-        let received = now()
-        var restored = credential
-        restored.status.state = stateBefore.flatMap { $0 == .refreshing ? nil : $0 } ?? .valid
-        if !unresolvedBefore { restored.status.grantStartedAt = nil }
-        switch outcome {
-        case .success(let response):
-            let policy = provider.refreshPolicy
-            var next = restored
-            // The provider answered: the refresh token it may have rotated is the credential's now.
-            next.status.grantStartedAt = nil
-            if let rotated = response.refreshToken { next.refreshToken = rotated }
-            var problem = NarrowingRules.problem(with: narrowing, responseScope: response.scope, accessToken: response.accessToken.value)
-            var token: NarrowedToken?
-            if problem == nil {
-                do {
-                    // Same checks and times as the credential's own token (subject, lifetime).
-                    let shaped = try credential.refreshed(with: response, receivedAt: received, assumedLifetime: policy.assumedLifetime)
-                    let candidate = NarrowedToken(
-                        key: narrowing.key, scope: response.scope ?? narrowing.scope, resource: narrowing.resource,
-                        accessToken: response.accessToken, tokenType: response.tokenType, issuedAt: shaped.issuedAt,
-                        expiresAt: shaped.expiresAt, enrolledAt: credential.enrolment.at)
-                    if policy.deadline(
-                        expiresAt: candidate.expiresAt, issuedAt: candidate.issuedAt, sessionStartedAt: credential.sessionStartedAt)
-                        <= received
-                    {
-                        problem =
-                            "the provider answered with a narrowed token that had already expired (check the provider's and this host's clocks)"
-                    } else {
-                        token = candidate
-                    }
-                } catch {
-                    problem = "the token endpoint's answer is unusable: \(error)"
-                }
-            }
-            if let token { next.keep(token) }
-            do {
-                next = try await store.update(next, expectedGeneration: credential.generation, grouping: grouping)
-            } catch let error as StorageError where error.code == .conflict || error.code == .notFound {
-                logger.notice("credential changed during a narrowed grant; result discarded", metadata: ["user_identifier": "\(user)"])
-                return .failed(
-                    .refreshFailed(user, reason: "the credential changed while its narrowed token was being got; try again", retryAt: nil))
-            } catch {
-                logger.error("storing a narrowed token failed: \(error)", metadata: ["user_identifier": "\(user)"])
-                // The marker stays: the credential's own grant recovers the refresh token soon.
-                planRetry(user, after: limits.retryInitial)
-                return .failed(.storageFailed("the narrowed token could not be stored"))
-            }
-            updateView(next, provider: provider)
-            let rotated = response.refreshToken != nil
-            if let problem {
-                logger.warning(
-                    "narrowed token refused",
-                    metadata: [
-                        "user_identifier": "\(user)", "provider": "\(provider.name)", "narrowing": "\(narrowing)", "problem": "\(problem)",
-                        "rotated": "\(rotated)",
-                    ])
-                return .failed(.refreshFailed(user, reason: problem, retryAt: nil))
-            }
-            guard let token else { return .failed(.refreshFailed(user, reason: "no narrowed token", retryAt: nil)) }
-            let serving = NarrowedServing(token, of: next, policy: policy)
-            view.narrowedTokens.keep(serving, for: user)
-            logger.info(
-                "narrowed token obtained",
-                metadata: [
-                    "user_identifier": "\(user)", "provider": "\(provider.name)", "narrowing": "\(narrowing)", "rotated": "\(rotated)",
-                    "expires_in": "\(DurationFormat.humanReadable(serving.deadline - received))",
-                ])
-            return .narrowed(serving)
-        case .permanent(let error, let description):
-            let reason = SecretRedaction.redact(
-                description.map { "\(error): \($0)" } ?? error,
-                secrets: [credential.accessToken.value] + (credential.refreshToken.map { [$0.value] } ?? []))
-            await restoreAfterFailure(&restored, provider: provider, narrowing: narrowing, "narrowed token refused by the provider", reason)
-            return .failed(.refreshFailed(user, reason: "the provider refused a token narrowed to \(narrowing): \(reason)", retryAt: nil))
-        case .transient(let reason, let retryAfter):
-            await restoreAfterFailure(&restored, provider: provider, narrowing: narrowing, "narrowed grant failed", reason)
-            return .failed(.refreshFailed(user, reason: reason, retryAt: retryAfter.map { (received + $0).secondsSince1970 }))
-        case .unanswered(let reason):
-            // The refresh token may have been spent: the credential recovers as after any
-            // unanswered grant (its marker stays, its own grant retries).
-            return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: nil, unanswered: true)
-        }
-    }
-
-    /// A narrowed grant that got a definite failure: the refresh token was not spent, so the
-    /// credential goes back to its state before the grant, marker cleared.
-    private func restoreAfterFailure(
-        _ restored: inout Credential, provider: ProviderConfiguration, narrowing: TokenNarrowing, _ message: Logger.Message,
-        _ problem: String
-    ) async {
-        await writeStatus(&restored)
-        updateView(restored, provider: provider)
-        logger.warning(
-            message,
-            metadata: [
-                "user_identifier": "\(restored.userIdentifier)", "provider": "\(provider.name)", "narrowing": "\(narrowing)",
-                "problem": "\(problem)",
-            ])
+        let context = commitContext(credential, provider: provider, unresolvedBefore: unresolvedBefore)
+        let commit = GrantCommit.narrowed(outcome, of: credential, narrowing: narrowing, stateBefore: stateBefore, context: context)
+        return await carryOut(commit, for: credential, provider: provider, grouping: grouping)
     }
 }

@@ -1,3 +1,4 @@
+import Logging
 import TokendConfig
 import TokendCore
 import TokendProtocol
@@ -29,18 +30,18 @@ extension CredentialRegistry {
         if entry.status.state == .reauthenticationRequired {
             throw .reauthenticationRequired(userIdentifier, reason: entry.status.lastError ?? "the login has ended")
         }
-        if grants.inFlight[userIdentifier] == nil, reason.isCallerTriggered {
+        if grants.grantInFlight(of: userIdentifier) == nil, reason.isCallerTriggered {
             switch CallerRefreshRule.decide(
                 tokenValid: current < entry.deadline, rejectedByAPI: reason.isRejection,
                 // A login's receipt is recorded as `lastRefreshAt` too (``RevocationRule``); the
                 // interval counts from refresh grants only, so a new login can be refreshed at once.
                 lastRefreshAt: entry.status.refreshCount > 0 ? entry.status.lastRefreshAt : nil,
-                lastForcedAt: grants.lastForced[userIdentifier],
+                lastForcedAt: grants.lastForcedRefresh(of: userIdentifier),
                 retryAt: entry.status.state == .retrying ? entry.status.retryAt : nil,
                 interval: limits.forcedRefreshInterval, now: current
             ) {
             case .refresh:
-                grants.lastForced[userIdentifier] = current
+                grants.noteForcedRefresh(of: userIdentifier, at: current)
             case .serveCurrent:
                 return entry
             case .refuseRecentlyRefreshed(let nextAllowed):
@@ -74,7 +75,7 @@ extension CredentialRegistry {
     /// shutdown with its marker written. Their credentials are still due at the next start, so
     /// they are refreshed then. Caller-triggered grants still run: their callers are answered.
     func stopStartingProactiveGrants() {
-        grants.stoppingProactiveGrants = true
+        grants.stopStartingProactiveGrants()
     }
 
     /// Starts the grant for `user`, or joins the one in flight.
@@ -88,16 +89,16 @@ extension CredentialRegistry {
     /// needs no result, so no task of its own waiting for one.
     @discardableResult
     func startGrant(_ userIdentifier: String, reason: RefreshReason) -> Task<GrantResult, Never>? {
-        if let task = grants.inFlight[userIdentifier] { return task }
+        if let task = grants.grantInFlight(of: userIdentifier) { return task }
         if grants.stoppingProactiveGrants, !reason.isCallerTriggered { return nil }
         let task = Task { await self.performGrant(userIdentifier, reason: reason) }
-        grants.inFlight[userIdentifier] = task
+        grants.startFlight(task, of: userIdentifier)
         return task
     }
 
     /// One refresh grant, from marking it in flight to committing its result.
     private func performGrant(_ user: String, reason: RefreshReason) async -> GrantResult {
-        defer { grants.inFlight[user] = nil }
+        defer { grants.endFlight(of: user) }
         // A narrowed grant may be spending the refresh token: this one reads it after that.
         await lockRefreshToken(user)
         defer { unlockRefreshToken(user) }
@@ -165,7 +166,6 @@ extension CredentialRegistry {
         unlock(user)
 
         await waitForRateLimit(provider)
-        grants.started += 1
         logger.debug("refresh grant", metadata: ["user_identifier": "\(user)", "provider": "\(provider.name)", "reason": "\(reason)"])
         let stormPacing = storeGrouping(for: reason) > .zero ? Self.stormPacing : .zero
         let outcome = await refresher.refresh(credential, narrowing: narrowing, stormPacing: stormPacing, now: now)
@@ -274,170 +274,127 @@ extension CredentialRegistry {
         return nil
     }
 
-    /// - Parameter unresolvedBefore: An earlier grant's outcome is unknown; a transient failure
-    ///   (which says nothing about that grant's refresh token) keeps the credential marked.
+    /// The commit of a refresh grant (``GrantCommit/refresh(_:of:context:)``), carried out.
     private func commit(
         _ outcome: GrantOutcome, for credential: Credential, provider: ProviderConfiguration, grouping: Duration, unresolvedBefore: Bool
     ) async -> GrantResult {
+        let context = commitContext(credential, provider: provider, unresolvedBefore: unresolvedBefore)
+        return await carryOut(
+            GrantCommit.refresh(outcome, of: credential, context: context), for: credential, provider: provider, grouping: grouping)
+    }
+
+    /// What a commit now needs of the registry: the time, the attempt a failure would be, the backoff.
+    func commitContext(_ credential: Credential, provider: ProviderConfiguration, unresolvedBefore: Bool) -> GrantCommitContext {
+        GrantCommitContext(
+            provider: provider.name, policy: provider.refreshPolicy, received: now(),
+            attempt: grants.nextAttempt(of: credential.userIdentifier),
+            backoff: Backoff(initial: limits.retryInitial, maximum: limits.retryMaximum), random: Double.random(in: 0..<1),
+            unresolvedBefore: unresolvedBefore)
+    }
+
+    /// Carries out a grant's commit, its actions in order; a store write that fails ends it
+    /// (``GrantAction/storeCredential(_:)``). `provider` is nil only for a credential whose
+    /// provider is no longer configured (``markReauthenticationRequired(_:reason:)``).
+    func carryOut(_ commit: GrantCommit, for credential: Credential, provider: ProviderConfiguration?, grouping: Duration) async
+        -> GrantResult
+    {
         let user = credential.userIdentifier
-        let received = now()
-        switch outcome {
-        case .success(let response):
-            var next: Credential
-            let policy = provider.refreshPolicy
-            do {
-                next = try credential.refreshed(with: response, receivedAt: received, assumedLifetime: policy.assumedLifetime)
-            } catch {
-                // The provider issued tokens (and may have rotated the refresh token): unknown.
-                return await recordTransientFailure(
-                    credential, provider: provider, reason: "the token endpoint's answer is unusable: \(error)", retryAfter: nil,
-                    unanswered: true
-                )
-            }
-            let rotated = response.refreshToken != nil
-            // After narrowed grants, less scope than before means the provider narrowed the
-            // refresh token itself (``NarrowingRules/scopeLost(before:after:)``). Such a provider
-            // also treats the narrowed tokens as the refresh token's: they go.
-            if !credential.narrowedTokens.isEmpty, let lost = NarrowingRules.scopeLost(before: credential.scope, after: response.scope) {
-                notices.refreshTokenNarrowed(provider: provider, userIdentifier: user, lost: lost)
-                next.narrowedTokens = []
-                // No narrowed token of any credential is answered from memory any more: the next
-                // requests reach the registry, which refuses this provider's.
+        let policy = provider?.refreshPolicy ?? RefreshPolicy()
+        var next = commit.next
+        var published: ViewEntry?
+        for action in commit.actions {
+            switch action {
+            case .noteRefreshTokenNarrowed(let lost):
+                if let provider { notices.refreshTokenNarrowed(provider: provider, userIdentifier: user, lost: lost) }
+            case .dropServedNarrowedTokens:
                 view.narrowedTokens.removeAll()
-            }
-            if let reason = response.lifetime(receivedAt: received, assumed: policy.assumedLifetime).assumedBecause {
-                notices.assumedLifetime(provider: provider, reason: reason)
-            }
-            // A token no fresher than the one it replaces is kept (the refresh token may have
-            // rotated) but does not count as a refresh: the next grant waits a backoff.
-            let freshness = policy.freshness(of: next, replacing: credential, receivedAt: received)
-            var staleness: String?
-            switch freshness {
-            case .fresher: break
-            case .noFresher(let deadline):
-                staleness =
-                    "the provider answered with a token no fresher than the one it replaces (it expires in \(DurationFormat.humanReadable(deadline - received)))"
-            case .expiredOnArrival:
-                staleness = "the provider answered with a token that had already expired (check the provider's and this host's clocks)"
-            }
-            if freshness == .expiredOnArrival {
-                // Nothing to serve in it: the current token stays (it may still be valid), the
-                // new refresh token is kept.
-                next.accessToken = credential.accessToken
-                (next.tokenType, next.scope) = (credential.tokenType, credential.scope)
-                (next.issuedAt, next.expiresAt) = (credential.issuedAt, credential.expiresAt)
-            }
-            let attempts = grants.nextAttempt(of: user)
-            if let staleness {
-                next.status.state = .retrying
-                next.status.lastError = staleness
-                next.status.retryAt = received + retryDelay(attempt: attempts)
-            }
-            do {
-                // Rotation is durable before any caller sees the new access token.
-                next = try await store.update(next, expectedGeneration: credential.generation, grouping: grouping)
-            } catch let error as StorageError where error.code == .conflict || error.code == .notFound {
-                // Removed or replaced while the grant ran: the newer state wins.
-                logger.notice("credential changed during its refresh; result discarded", metadata: ["user_identifier": "\(user)"])
-                if let entry = view[user] { return .refreshed(entry) }
-                return .failed(.unknownUser(user))
-            } catch {
-                logger.error("storing refreshed tokens failed: \(error)", metadata: ["user_identifier": "\(user)"])
-                // Still marked in flight, so nothing else plans it: retry soon, as start-up
-                // would (the provider may have rotated the refresh token it still holds).
-                planRetry(user, after: limits.retryInitial)
-                return .failed(.storageFailed("the refreshed token could not be stored"))
-            }
-            if let staleness, let retryAt = next.status.retryAt {
-                grants.failures[user] = attempts
-                let entry = updateView(next, provider: provider)
-                logger.warning(
-                    "refresh brought no fresher token; will retry",
-                    metadata: [
-                        "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(staleness)", "attempt": "\(attempts)",
-                        "retry_in": "\(DurationFormat.humanReadable(retryAt - received))", "credential_state": "retrying",
-                        "rotated": "\(rotated)",
-                    ])
-                if freshness == .expiredOnArrival {
-                    return .failed(.refreshFailed(user, reason: staleness, retryAt: retryAt.secondsSince1970))
+            case .noteAssumedLifetime(let reason):
+                if let provider { notices.assumedLifetime(provider: provider, reason: reason) }
+            case .storeCredential(let kind):
+                do {
+                    // Rotation is durable before any caller sees the new access token.
+                    next = try await store.update(next, expectedGeneration: credential.generation, grouping: grouping)
+                } catch let error as StorageError where error.code == .conflict || error.code == .notFound {
+                    return storeConflict(kind, user: user)
+                } catch {
+                    return storeFailure(kind, user: user, error)
                 }
-                return .refreshed(entry)
+            case .storeStatus:
+                await writeStatus(&next)
+            case .setFailures(let count):
+                grants.setFailures(count, of: user)
+            case .publish:
+                published = publish(next)
+            case .publishEnded:
+                let providers = settings.current.providers
+                if providers[next.provider] != nil {
+                    published = publish(next)
+                } else {
+                    let entry = entry(for: next, providers: providers)
+                    view.store(entry)
+                    published = entry
+                }
+            case .cancelRefresh:
+                scheduler.cancel(user)
+            case .serveNarrowed(let token):
+                view.narrowedTokens.keep(NarrowedServing(token, of: next, policy: policy), for: user)
+            case .log(let line):
+                let level: Logger.Level
+                switch line.level {
+                case .info: level = .info
+                case .warning: level = .warning
+                }
+                logger.log(level: level, "\(line.message)", metadata: line.metadata.mapValues { .string($0) })
             }
-            grants.failures[user] = nil
-            let entry = updateView(next, provider: provider)
-            logger.info(
-                "credential refreshed",
-                metadata: [
-                    "user_identifier": "\(user)", "provider": "\(provider.name)", "rotated": "\(rotated)",
-                    "expires_in": "\(DurationFormat.humanReadable(entry.deadline - received))", "credential_state": "valid",
-                ])
+        }
+        switch commit.reply {
+        case .entry:
+            guard let entry = published ?? view[user] else { return .failed(.unknownUser(user)) }
             return .refreshed(entry)
-        case .permanent(let error, let description):
-            // The server's free text may quote the tokens it refused: never pass them on.
-            let reason = SecretRedaction.redact(
-                description.map { "\(error): \($0)" } ?? error,
-                secrets: [credential.accessToken.value] + (credential.refreshToken.map { [$0.value] } ?? [])
-            )
-            return .failed(await markReauthenticationRequired(credential, reason: reason))
-        case .transient(let reason, let retryAfter):
-            return await recordTransientFailure(
-                credential, provider: provider, reason: reason, retryAfter: retryAfter, unresolvedBefore: unresolvedBefore)
-        case .unanswered(let reason):
-            return await recordTransientFailure(credential, provider: provider, reason: reason, retryAfter: nil, unanswered: true)
+        case .narrowed(let token):
+            return .narrowed(NarrowedServing(token, of: next, policy: policy))
+        case .refreshFailed(let reason, let retryAt):
+            return .failed(.refreshFailed(user, reason: reason, retryAt: retryAt?.secondsSince1970))
+        case .reauthenticationRequired(let reason):
+            return .failed(.reauthenticationRequired(user, reason: reason))
         }
     }
 
-    /// Records a failed grant and plans its retry. `unanswered`: the request may have reached
-    /// the provider (``GrantOutcome/unanswered(reason:)``); then, or while an earlier grant's
-    /// outcome is unknown (`unresolvedBefore`), the grant's marker stays: the retry runs as a
-    /// recovery, and a restart before it recovers at once — as after a crash.
-    func recordTransientFailure(
-        _ credential: Credential, provider: ProviderConfiguration, reason: String, retryAfter: Duration?,
-        unanswered: Bool = false, unresolvedBefore: Bool = false
-    ) async -> GrantResult {
-        let user = credential.userIdentifier
-        let attempts = grants.nextAttempt(of: user)
-        grants.failures[user] = attempts
-        let retryAt = now() + retryDelay(attempt: attempts, retryAfter: retryAfter)
-        var updated = credential
-        updated.status.state = .retrying
-        updated.status.lastError = reason
-        if !unanswered, !unresolvedBefore { updated.status.grantStartedAt = nil }
-        updated.status.retryAt = retryAt
-        await writeStatus(&updated)
-        updateView(updated, provider: provider)
-        logger.warning(
-            "refresh failed; will retry",
-            metadata: [
-                "user_identifier": "\(user)", "provider": "\(provider.name)", "problem": "\(reason)", "attempt": "\(attempts)",
-                "retry_in": "\(DurationFormat.humanReadable(retryAt - now()))", "credential_state": "retrying",
-                "grant_outcome": unanswered ? "unknown" : "failed",
-            ])
-        return .failed(.refreshFailed(user, reason: reason, retryAt: retryAt.secondsSince1970))
+    /// The credential was removed or replaced while the grant ran: the newer state wins.
+    private func storeConflict(_ kind: GrantKind, user: String) -> GrantResult {
+        switch kind {
+        case .refresh:
+            logger.notice("credential changed during its refresh; result discarded", metadata: ["user_identifier": "\(user)"])
+            if let entry = view[user] { return .refreshed(entry) }
+            return .failed(.unknownUser(user))
+        case .narrowed:
+            logger.notice("credential changed during a narrowed grant; result discarded", metadata: ["user_identifier": "\(user)"])
+            return .failed(
+                .refreshFailed(user, reason: "the credential changed while its narrowed token was being got; try again", retryAt: nil))
+        }
+    }
+
+    /// The grant's result could not be stored. The credential is still marked in flight, so
+    /// nothing else plans it: it is retried soon, as start-up would (the provider may have
+    /// rotated the refresh token it still holds; its own grant recovers it).
+    private func storeFailure(_ kind: GrantKind, user: String, _ error: any Error) -> GrantResult {
+        switch kind {
+        case .refresh:
+            logger.error("storing refreshed tokens failed: \(error)", metadata: ["user_identifier": "\(user)"])
+            planRetry(user, after: limits.retryInitial)
+            return .failed(.storageFailed("the refreshed token could not be stored"))
+        case .narrowed:
+            logger.error("storing a narrowed token failed: \(error)", metadata: ["user_identifier": "\(user)"])
+            planRetry(user, after: limits.retryInitial)
+            return .failed(.storageFailed("the narrowed token could not be stored"))
+        }
     }
 
     /// Moves a credential to *reauthentication required*: no more refreshes, no more serving.
     func markReauthenticationRequired(_ credential: Credential, reason: String) async -> VarlinkError {
-        var updated = credential
-        updated.status.state = .reauthenticationRequired
-        updated.status.lastError = reason
-        updated.status.grantStartedAt = nil
-        updated.status.retryAt = nil
-        await writeStatus(&updated)
-        let providers = settings.current.providers
-        if let provider = providers[credential.provider] {
-            updateView(updated, provider: provider)
-        } else {
-            view.store(entry(for: updated, providers: providers))
-        }
-        scheduler.cancel(credential.userIdentifier)
-        grants.failures[credential.userIdentifier] = nil
-        logger.warning(
-            "reauthentication required",
-            metadata: [
-                "user_identifier": "\(credential.userIdentifier)", "provider": "\(credential.provider)", "reason": "\(reason)",
-                "credential_state": "reauthentication_required",
-            ])
+        let provider = settings.current.providers[credential.provider]
+        let commit = GrantCommit.reauthenticationRequired(of: credential, reason: reason)
+        if case .failed(let error) = await carryOut(commit, for: credential, provider: provider, grouping: .zero) { return error }
         return .reauthenticationRequired(credential.userIdentifier, reason: reason)
     }
 
@@ -461,7 +418,11 @@ extension CredentialRegistry {
 
     /// Publishes `credential` to the view and plans its next refresh.
     @discardableResult
-    func updateView(_ credential: Credential, provider: ProviderConfiguration) -> ViewEntry {
+    func updateView(_ credential: Credential, provider: ProviderConfiguration) -> ViewEntry { publish(credential) }
+
+    /// Publishes `credential` to the view and plans its next refresh.
+    @discardableResult
+    func publish(_ credential: Credential) -> ViewEntry {
         let providers = settings.current.providers
         plan(credential, providers: providers)
         let entry = entry(for: credential, providers: providers)
@@ -484,7 +445,7 @@ extension CredentialRegistry {
 
     /// Every grant in flight, the credentials' own and narrowed ones: a stop waits for them, so
     /// that a rotated refresh token is never lost to it.
-    var grantsInFlight: [Task<GrantResult, Never>] { Array(grants.inFlight.values) + Array(grants.narrowedInFlight.values) }
+    var grantsInFlight: [Task<GrantResult, Never>] { grants.allInFlight }
 
     private func waitForRateLimit(_ provider: ProviderConfiguration) async {
         let delay = grants.rateDelay(for: provider, now: now())

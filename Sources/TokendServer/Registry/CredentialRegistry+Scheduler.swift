@@ -33,7 +33,7 @@ extension CredentialRegistry {
         }
         let events = Self.plannedEvents(status: status, hasRefreshToken: hasRefreshToken, times: times, provider: provider, now: now())
         if let plan = events.plan, plan.shorterThanMargin { notices.shortLivedTokens(provider: provider, lifetime: plan.lifetime) }
-        let awaitingGrant = status.state == .refreshing && grants.inFlight[user] != nil
+        let awaitingGrant = status.state == .refreshing && grants.grantInFlight(of: user) != nil
         if let due = scheduler.replan(user, with: events, awaitingGrant: awaitingGrant), wakeup.isNeeded(for: due) { wake() }
         if !provider.relogin.thresholds.isEmpty { scheduleReloginCheck(user) }
     }

@@ -81,8 +81,7 @@ struct SharedStoreGate: RefreshGate {
     /// The store cannot be reached: nothing is refreshed; try again with backoff. Tokens still
     /// valid in memory keep being served.
     private func postponeRefresh(_ user: String, reason: String, registry: isolated CredentialRegistry) -> VarlinkError {
-        let attempts = registry.grants.nextAttempt(of: user)
-        registry.grants.failures[user] = attempts
+        let attempts = registry.grants.recordFailure(of: user)
         let delay = registry.retryDelay(attempt: attempts)
         registry.planRetry(user, after: delay)
         registry.logger.warning(
@@ -112,7 +111,7 @@ extension CredentialRegistry {
         let user = credential.userIdentifier
         let providers = settings.current.providers
         if let current = view[user], current.generation >= credential.generation { return current }
-        grants.failures[user] = nil
+        grants.setFailures(nil, of: user)
         if credential.status.state == .reauthenticationRequired || providers[credential.provider] == nil {
             scheduler.cancel(user)
             let entry = entry(for: credential, providers: providers)
