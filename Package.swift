@@ -148,10 +148,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What tokenctl decides and renders (exit statuses, status tables, the one-shot parser,
+        // the credential-helper formats), tested directly. Part of no product: not client API.
+        .target(
+            name: "TokenctlSupport",
+            dependencies: ["TokendClient", "TokendJSON", "TokendProtocol"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "tokenctl",
             dependencies: [
-                "TokendClient",
+                "TokendClient", "TokenctlSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -198,6 +205,11 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TokenctlSupportTests",
+            dependencies: ["TokenctlSupport", "TokendClient", "TokendProtocol", "TokendJSON", "TokendTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,4 +1,5 @@
 import ArgumentParser
+import TokenctlSupport
 import TokendClient
 
 /// The user and `--min-valid` of the credential helpers (`git-credential`, `kube-credential`):
@@ -7,8 +8,10 @@ struct CredentialHelperOptions: ParsableArguments {
     @Argument(help: "The user identifier whose token the program uses.")
     var user: String
 
-    @Option(name: .customLong("min-valid"), help: ArgumentHelp("The token must stay valid this long.", valueName: "seconds"))
-    var minValid: Int = 60
+    @Option(
+        name: .customLong(OneShotSyntax.helperMinValid.name),
+        help: ArgumentHelp("The token must stay valid this long.", valueName: "seconds"))
+    var minValid: Int = OneShotSyntax.helperMinValidSeconds
 
     func validate() throws {
         try UserArgument.validate(user)

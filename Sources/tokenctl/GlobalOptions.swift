@@ -1,10 +1,11 @@
 import ArgumentParser
+import TokenctlSupport
 import TokendClient
 
 /// Options every subcommand takes.
 struct GlobalOptions: ParsableArguments {
     @Option(
-        name: .long,
+        name: .customLong(OneShotSyntax.socket.name),
         help: ArgumentHelp(
             "tokend's socket (default: $TOKEND_SOCKET, else \(TokendClient.defaultSocketPath)).",
             valueName: "path"
@@ -12,8 +13,10 @@ struct GlobalOptions: ParsableArguments {
     )
     var socket: String?
 
-    @Option(name: .long, help: ArgumentHelp("How long to wait for tokend's answer.", valueName: "seconds"))
-    var timeout: Int = 10
+    @Option(
+        name: .customLong(OneShotSyntax.timeout.name),
+        help: ArgumentHelp("How long to wait for tokend's answer.", valueName: "seconds"))
+    var timeout: Int = OneShotSyntax.defaultTimeoutSeconds
 
     func validate() throws {
         guard timeout > 0, timeout <= 3600 else {

@@ -1,3 +1,4 @@
+import TokenctlSupport
 import TokendClient
 
 #if canImport(Glibc)

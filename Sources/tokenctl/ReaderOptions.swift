@@ -1,4 +1,5 @@
 import ArgumentParser
+import TokenctlSupport
 import TokendClient
 
 /// The `--reader` options of `add` and `login`, parsed with the daemon's grammar (``Reader``).

@@ -1,4 +1,5 @@
 import ArgumentParser
+import TokenctlSupport
 import TokendClient
 
 extension Tokenctl {
@@ -31,8 +32,10 @@ extension Tokenctl {
         @Argument(help: "What the tool asks: get, store, erase or list.")
         var operation: String
 
-        @Option(name: .customLong("min-valid"), help: ArgumentHelp("The token must stay valid this long.", valueName: "seconds"))
-        var minValid: Int = 60
+        @Option(
+            name: .customLong(DockerCredentialHelper.syntax.minValid.name),
+            help: ArgumentHelp("The token must stay valid this long.", valueName: "seconds"))
+        var minValid: Int = OneShotSyntax.helperMinValidSeconds
 
         func validate() throws {
             guard minValid >= 0 else { throw ValidationError("--min-valid must not be negative.") }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import TokenctlSupport
 import TokendClient
 
 extension Tokenctl {
@@ -26,7 +27,9 @@ extension Tokenctl {
         @Argument(help: "What git asks: get, store or erase.")
         var operation: String
 
-        @Option(help: ArgumentHelp("The username sent with the token (default: git's, else oauth2).", valueName: "name"))
+        @Option(
+            name: .customLong(GitCredentialHelper.usernameOption.name),
+            help: ArgumentHelp("The username sent with the token (default: git's, else oauth2).", valueName: "name"))
         var username: String?
 
         func run() throws {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import TokenctlSupport
 import TokendClient
 
 extension GoogleExecutableResponse.TokenType: ExpressibleByArgument {}
@@ -31,7 +32,7 @@ extension Tokenctl {
         @OptionGroup var helper: CredentialHelperOptions
 
         @Option(
-            name: .customLong("token-type"),
+            name: .customLong(GoogleExecutableResponse.tokenTypeOption.name),
             help: ArgumentHelp("How the token is presented: jwt or id_token.", valueName: "type"))
         var tokenType: GoogleExecutableResponse.TokenType = .jwt
 

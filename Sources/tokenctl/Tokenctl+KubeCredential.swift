@@ -1,4 +1,5 @@
 import ArgumentParser
+import TokenctlSupport
 import TokendClient
 
 extension Tokenctl {
@@ -29,7 +30,7 @@ extension Tokenctl {
         @OptionGroup var helper: CredentialHelperOptions
 
         @Option(
-            name: .customLong("api-version"),
+            name: .customLong(KubernetesExecCredential.apiVersionOption.name),
             help: ArgumentHelp("The ExecCredential apiVersion when kubectl does not say.", valueName: "version"))
         var apiVersion: String?
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import TokenctlSupport
 import TokendClient
 
 extension Tokenctl {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import TokenctlSupport
 import TokendClient
 
 /// Checks a user identifier given on the command line, with the message every subcommand uses.
@@ -13,13 +14,13 @@ enum UserArgument {
 /// `--min-valid SECONDS`, shared by `token` and `exec`.
 struct MinimumValidity: ParsableArguments {
     @Option(
-        name: .customLong("min-valid"),
+        name: .customLong(OneShotSyntax.token.minValid.name),
         help: ArgumentHelp(
             "The token must stay valid for at least this long; tokend refreshes first if needed.",
             valueName: "seconds"
         )
     )
-    var seconds: Int = 0
+    var seconds: Int = OneShotSyntax.tokenMinValidSeconds
 
     var duration: Duration { .seconds(seconds) }
 

@@ -125,8 +125,9 @@ extension TokendClientError {
     }
 }
 
-/// Keeps secrets and terminal control sequences out of error messages.
-enum Redaction {
+/// Keeps secrets and terminal control sequences out of error messages (and, package-internal,
+/// out of what `tokenctl` prints).
+package enum Redaction {
     static let placeholder = "<redacted>"
 
     /// The parameters of `call` that are secrets.
@@ -138,7 +139,7 @@ enum Redaction {
     }
 
     /// `text` with every secret replaced, control characters dropped, and at most 300 characters.
-    static func display(_ text: String, secrets: [String]) -> String {
+    package static func display(_ text: String, secrets: [String]) -> String {
         var text = text
         for secret in secrets where text.contains(secret) {
             text = text.replacing(secret, with: placeholder)

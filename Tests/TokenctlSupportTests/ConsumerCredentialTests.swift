@@ -1,4 +1,5 @@
 import Testing
+import TokenctlSupport
 import TokendClient
 
 struct DockerCredentialProtocolTests {

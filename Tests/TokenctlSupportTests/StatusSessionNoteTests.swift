@@ -1,4 +1,5 @@
 import Testing
+import TokenctlSupport
 import TokendClient
 import TokendProtocol
 
@@ -13,12 +14,14 @@ struct StatusSessionNoteTests {
         )
     }
 
-    @Test(arguments: [
-        (Int64(2 * 86400 + 3 * 3600), "alice: the login ends in 2d 3h; reauthenticate within 2 days"),
-        (Int64(29 * 86400 + 60), "alice: the login ends in 29d; reauthenticate within 29 days"),
-        (Int64(86400 + 5), "alice: the login ends in 1d; reauthenticate within 1 day"),
-        (Int64(5 * 3600 + 120), "alice: the login ends in 5h 2m; reauthenticate within 5h 2m"),
-    ])
+    static let notes: [(remaining: Int64, expected: String)] = [
+        (2 * 86400 + 3 * 3600, "alice: the login ends in 2d 3h; reauthenticate within 2 days"),
+        (29 * 86400 + 60, "alice: the login ends in 29d; reauthenticate within 29 days"),
+        (86400 + 5, "alice: the login ends in 1d; reauthenticate within 1 day"),
+        (5 * 3600 + 120, "alice: the login ends in 5h 2m; reauthenticate within 5h 2m"),
+    ]
+
+    @Test(arguments: notes)
     func noteRoundsDown(remaining: Int64, expected: String) {
         #expect(StatusTable.sessionNote(row(endsIn: remaining), now: Self.now) == expected)
     }

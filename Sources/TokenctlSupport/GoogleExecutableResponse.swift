@@ -1,3 +1,4 @@
+import TokendClient
 import TokendJSON
 
 /// The response of an executable-sourced Google external-account credential

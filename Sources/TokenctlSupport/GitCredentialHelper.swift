@@ -1,3 +1,5 @@
+import TokendClient
+
 /// git's credential-helper protocol (`git help credential`), for `tokenctl git-credential`.
 ///
 /// git runs the helper with an operation (`get`, `store`, `erase`) and writes `key=value`

@@ -1,3 +1,5 @@
+import TokendClient
+
 /// The command lines that shells and other programs run most often — `tokenctl token USER`,
 /// `tokenctl git-credential USER OP`, `tokenctl kube-credential USER`,
 /// `tokenctl docker-credential OP`, `tokenctl google-credential USER` — read without the full
@@ -37,10 +39,11 @@ public enum OneShotCommandLine: Sendable, Hashable {
         return base == DockerCredentialHelper.programName ? ["docker-credential"] + arguments : arguments
     }
 
-    /// Reads `arguments` (without the program name), or returns `nil`.
+    /// Reads `arguments` (without the program name), or returns `nil`. What each subcommand
+    /// takes comes from its ``OneShotSyntax``, the table its full-parser declaration uses too.
     public static func parse(_ arguments: [String]) -> OneShotCommandLine? {
-        var name: String?
-        var allowed: Set<String> = ["--socket", "--timeout"]  // before the subcommand: the global ones
+        var syntax: OneShotSyntax?
+        var allowed = Set(OneShotSyntax.global.map(\.name))  // before the subcommand: the global ones
         var options: [String: String] = [:]
         var positionals: [String] = []
         var index = 0
@@ -48,7 +51,7 @@ public enum OneShotCommandLine: Sendable, Hashable {
             let argument = arguments[index]
             index += 1
             if argument.hasPrefix("--") {
-                let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let parts = argument.dropFirst(2).split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 let key = String(parts[0])
                 guard allowed.contains(key), options[key] == nil else { return nil }
                 if parts.count == 2 {
@@ -60,47 +63,36 @@ public enum OneShotCommandLine: Sendable, Hashable {
                 }
             } else if argument.hasPrefix("-"), argument != "-" {
                 return nil
-            } else if name == nil {
-                switch argument {
-                case "token": allowed.formUnion(["--min-valid"])
-                case "git-credential": allowed.formUnion(["--min-valid", "--username"])
-                case "kube-credential": allowed.formUnion(["--min-valid", "--api-version"])
-                case "docker-credential": allowed.formUnion(["--min-valid"])
-                case "google-credential": allowed.formUnion(["--min-valid", "--token-type"])
-                default: return nil
-                }
-                name = argument
+            } else if syntax == nil {
+                guard let found = OneShotSyntax.all.first(where: { $0.subcommand == argument }) else { return nil }
+                allowed.formUnion(found.fastOptions.map(\.name))
+                syntax = found
             } else {
                 positionals.append(argument)
             }
         }
-        guard let name else { return nil }
-        if name == "docker-credential" { positionals.insert("", at: 0) }
-        guard let user = positionals.first, user.isEmpty ? name == "docker-credential" : Identifier.isValid(user) else { return nil }
-        let defaultMinValid = name == "token" ? 0 : 60
-        guard let timeout = options["--timeout"].map(Int.init) ?? 10, (1...3600).contains(timeout),
-            let minValid = options["--min-valid"].map(Int.init) ?? defaultMinValid, minValid >= 0
-        else { return nil }
-        if let socket = options["--socket"], socket.isEmpty { return nil }
-        let common = Common(user: user, socket: options["--socket"], timeoutSeconds: timeout, minValidSeconds: minValid)
-        switch name {
-        case "token":
-            guard positionals.count == 1 else { return nil }
-            return .token(common)
-        case "git-credential":
-            guard positionals.count == 2 else { return nil }
-            return .gitCredential(common, operation: positionals[1], username: options["--username"])
-        case "docker-credential":
-            guard positionals.count == 2 else { return nil }
-            return .dockerCredential(common, operation: positionals[1])
-        case "google-credential":
-            guard positionals.count == 1,
-                let tokenType = options["--token-type"].map(GoogleExecutableResponse.TokenType.init(rawValue:)) ?? .jwt
-            else { return nil }
-            return .googleCredential(common, tokenType: tokenType)
-        default:
-            guard positionals.count == 1 else { return nil }
-            return .kubeCredential(common, apiVersion: options["--api-version"])
+        guard let syntax else { return nil }
+        let user: String
+        if syntax.takesUser {
+            guard let first = positionals.first, Identifier.isValid(first) else { return nil }
+            user = first
+            positionals.removeFirst()
+        } else {
+            user = ""
         }
+        guard positionals.count == syntax.operands,
+            let timeout = Self.integer(options[OneShotSyntax.timeout.name], default: OneShotSyntax.timeout),
+            (1...3600).contains(timeout),
+            let minValid = Self.integer(options[syntax.minValid.name], default: syntax.minValid), minValid >= 0
+        else { return nil }
+        let socket = options[OneShotSyntax.socket.name]
+        if let socket, socket.isEmpty { return nil }
+        let common = Common(user: user, socket: socket, timeoutSeconds: timeout, minValidSeconds: minValid)
+        return syntax.make(common, OneShotSyntax.Reading(operands: positionals, values: options))
+    }
+
+    /// `text` as a whole number, else the option's default; `nil` when neither is one.
+    private static func integer(_ text: String?, default option: OneShotSyntax.Option) -> Int? {
+        (text ?? option.defaultValue).flatMap { Int($0) }
     }
 }

@@ -1,4 +1,5 @@
 import Testing
+import TokenctlSupport
 import TokendClient
 
 /// What `tokenctl notify` shows and remembers.

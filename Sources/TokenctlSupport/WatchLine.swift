@@ -1,3 +1,5 @@
+import TokendClient
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

@@ -1,3 +1,4 @@
+import TokendClient
 import TokendJSON
 
 /// A Kubernetes `ExecCredential` (client-go's exec credential plugins), for

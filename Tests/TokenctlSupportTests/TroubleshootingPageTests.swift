@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import TokenctlSupport
 import TokendClient
 import TokendJSON
 import TokendProtocol

@@ -1,8 +1,9 @@
 import Testing
+import TokendClient
 import TokendJSON
 import TokendProtocol
 
-@testable import TokendClient
+@testable import TokenctlSupport
 
 /// The `RELOGIN BY` column and the `reloginBy`/`reloginReason` fields of `tokenctl status`.
 struct StatusReloginTests {

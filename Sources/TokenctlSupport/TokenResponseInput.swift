@@ -1,3 +1,4 @@
+import TokendClient
 import TokendJSON
 import TokendProtocol
 

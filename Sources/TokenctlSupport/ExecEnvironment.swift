@@ -1,3 +1,5 @@
+import TokendClient
+
 /// The environment `tokenctl exec` gives the command: the current one, with the access token
 /// in one variable of the user's choosing. Pure.
 public enum ExecEnvironment {

@@ -1,3 +1,5 @@
+import TokendClient
+
 /// Lets tokenctl's global options stand before the subcommand, as with `git -C`,
 /// `systemctl --user` or `kubectl --context`: `tokenctl --socket P token alice` becomes
 /// `tokenctl token --socket P alice`, which the argument parser understands.

@@ -1,3 +1,4 @@
+import TokendClient
 import TokendJSON
 
 /// Docker's credential-helper protocol (docker-credential-helpers), for

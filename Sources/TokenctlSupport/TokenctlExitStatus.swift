@@ -1,3 +1,5 @@
+import TokendClient
+
 /// The exit statuses of `tokenctl`, one per kind of failure, so scripts can tell "the daemon is
 /// down" from "this user needs to log in again".
 ///

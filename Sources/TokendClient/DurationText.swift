@@ -1,10 +1,11 @@
-/// Short human renderings of durations and deadlines, as `tokenctl status` shows them.
-public enum DurationText {
+/// Short human renderings of durations and deadlines, as error messages and `tokenctl status` show
+/// them. Package-internal: the client library and `tokenctl` share it; it is not public API.
+package enum DurationText {
     /// The two largest non-zero units: `2d 3h`, `14m 3s`, `1h`, `42s`, `0s`; negative durations
     /// get a leading `-`.
     /// - Parameter seconds: the duration in seconds.
     /// - Returns: the rendering.
-    public static func format(seconds: Int64) -> String {
+    package static func format(seconds: Int64) -> String {
         if seconds < 0 {
             // `magnitude` keeps Int64.min from trapping.
             return "-" + format(magnitude: seconds.magnitude)
@@ -28,7 +29,7 @@ public enum DurationText {
     /// - Parameters:
     ///   - expiresAt: the deadline, in seconds since the epoch.
     ///   - now: the current time, in seconds since the epoch.
-    public static func expiresIn(_ expiresAt: Int64, now: Int64) -> String {
+    package static func expiresIn(_ expiresAt: Int64, now: Int64) -> String {
         let (remaining, overflow) = expiresAt.subtractingReportingOverflow(now)
         guard !overflow else { return expiresAt > now ? "never" : "expired" }
         return remaining > 0 ? format(seconds: remaining) : "expired"
@@ -39,7 +40,7 @@ public enum DurationText {
     /// - Parameters:
     ///   - deadline: when the event is scheduled, in seconds since the epoch, if at all.
     ///   - now: the current time, in seconds since the epoch.
-    public static func until(_ deadline: Int64?, now: Int64) -> String {
+    package static func until(_ deadline: Int64?, now: Int64) -> String {
         guard let deadline else { return "-" }
         let (remaining, overflow) = deadline.subtractingReportingOverflow(now)
         guard !overflow else { return deadline > now ? "never" : "due" }
@@ -50,7 +51,7 @@ public enum DurationText {
     /// - Parameters:
     ///   - moment: when it happened, in seconds since the epoch, if at all.
     ///   - now: the current time, in seconds since the epoch.
-    public static func ago(_ moment: Int64?, now: Int64) -> String {
+    package static func ago(_ moment: Int64?, now: Int64) -> String {
         guard let moment else { return "-" }
         let (elapsed, overflow) = now.subtractingReportingOverflow(moment)
         guard !overflow, elapsed > 0 else { return "just now" }

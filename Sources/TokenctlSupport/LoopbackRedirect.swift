@@ -1,3 +1,5 @@
+import TokendClient
+
 /// What `tokenctl login`'s one-shot loopback listener (RFC 8252 §7.3) does with each HTTP
 /// request it receives. Pure: the request's head in, a decision out.
 public struct LoopbackRedirect: Sendable, Hashable {

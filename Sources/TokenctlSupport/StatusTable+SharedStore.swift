@@ -1,3 +1,4 @@
+import TokendClient
 import TokendProtocol
 
 /// The shared store's part of `tokenctl status`: the nodes and the store's health in the header,

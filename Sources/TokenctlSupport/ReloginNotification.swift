@@ -1,3 +1,5 @@
+import TokendClient
+
 /// The desktop notification `tokenctl notify` posts for a re-login warning
 /// (`org.freedesktop.Notifications.Notify`): a summary naming the provider and the date, and a
 /// body with the command to run. Pure: the time zone's offset is passed in.
