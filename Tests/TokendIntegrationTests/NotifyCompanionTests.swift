@@ -20,6 +20,8 @@ struct NotifyCompanionTests {
           sleep 0.1
         done
         echo "mock $mock"
+        bus=$(busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus GetConnectionUnixProcessID s org.freedesktop.DBus)
+        echo "bus ${bus#u }"
         XDG_STATE_HOME="$dir/state" timeout 180 "$tokenctl" notify --socket "$socket" &
         notify=$!
         echo "notify $notify"
@@ -28,6 +30,10 @@ struct NotifyCompanionTests {
         kill "$mock" 2>/dev/null
         wait
         """#
+
+    /// Runs its arguments with no signal blocked.
+    static let unblockSignals =
+        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])"
 
     /// The recorded `Notify` calls (dbusmock's log: one line each).
     static func notifications(_ file: String) -> [String] {
@@ -49,21 +55,26 @@ struct NotifyCompanionTests {
         #expect(chown(companionDirectory, uid, uid) == 0 && chmod(companionDirectory, 0o700) == 0)
         let log = companionDirectory + "/notify.log"
 
+        // The test runner's threads block SIGTERM, and a child inherits that mask: without
+        // `unblockSignals`, neither `timeout` nor dbus-run-session could stop what they started.
         let companion = try StreamingCommand(
-            "/usr/bin/setpriv",
+            "/usr/bin/python3",
             [
-                "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/dbus-run-session", "--", "/bin/bash", "-c", Self.session,
-                "session", companionDirectory, setup.daemon.socketPath, Repository.binary("tokenctl"),
+                "-c", Self.unblockSignals, "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups",
+                "/usr/bin/dbus-run-session", "--", "/bin/bash", "-c", Self.session, "session", companionDirectory,
+                setup.daemon.socketPath, Repository.binary("tokenctl"),
             ])
         var pids: [Int32] = []
         defer {
-            for pid in pids { kill(pid, SIGKILL) }
+            // `timeout` passes SIGTERM on to the program it runs (SIGKILL would orphan it); the
+            // bus daemon goes too, as dbus-run-session is killed without a chance to stop it.
+            for pid in pids { kill(pid, SIGTERM) }
             _ = Task { try? await setup.stop() }
         }
         _ = try await companion.line(startingWith: "notify ", timeout: .seconds(60))
         pids = companion.lines.compactMap { line in
             let fields = line.split(separator: " ")
-            return fields.count == 2 && (fields[0] == "mock" || fields[0] == "notify") ? Int32(fields[1]) : nil
+            return fields.count == 2 && ["mock", "notify", "bus"].contains(fields[0]) ? Int32(fields[1]) : nil
         }
         try await pollUntil(timeout: .seconds(30), "the companion follows the warnings: \(companion.stderr)") {
             companion.stderr.contains("following re-login warnings")

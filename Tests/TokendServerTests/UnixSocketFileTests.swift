@@ -19,20 +19,25 @@ import Testing
     /// A plain listening socket bound at `path`; the descriptor.
     static func listen(at path: String) throws -> CInt {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let bound = withAddress(path) { Glibc.bind(fd, $0, $1) }
+        guard bound == 0, Glibc.listen(fd, 8) == 0 else {
+            close(fd)
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        return fd
+    }
+
+    /// Calls `body` with `path` as a Unix socket address and its length.
+    static func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> CInt) -> CInt {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: path.utf8)
             raw[path.utf8.count] = 0
         }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard bound == 0, Glibc.listen(fd, 8) == 0 else {
-            close(fd)
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-        }
-        return fd
     }
 
     static func look(at path: String) -> Seen {
@@ -74,15 +79,7 @@ import Testing
         // The renamed file is the listening socket.
         let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(client) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let connected = Self.withAddress(path) { connect(client, $0, $1) }
         #expect(connected == 0)
     }
 
