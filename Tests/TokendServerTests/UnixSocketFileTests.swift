@@ -40,6 +40,20 @@ import Testing
         }
     }
 
+    /// Binds through ``UnixSocketFile`` and notes what `path` looked like right after the bind.
+    static func bindObserving(path: String, mode: mode_t) async throws -> (CInt, Seen?) {
+        var seen: Seen?
+        let fd = try await UnixSocketFile.bind(
+            path: path, mode: mode,
+            bind: { bindPath in
+                let fd = try listen(at: bindPath)
+                seen = look(at: path)
+                return fd
+            },
+            close: { close($0) })
+        return (fd, seen)
+    }
+
     static func look(at path: String) -> Seen {
         var info = stat()
         guard lstat(path, &info) == 0 else { return Seen(exists: false, mode: 0) }
@@ -61,15 +75,7 @@ import Testing
         let leftover = try Self.listen(at: try #require(UnixSocketFile.temporaryPath(for: path)))
         close(leftover)
 
-        var seenWhenBound: Seen?
-        let fd = try await UnixSocketFile.bind(
-            path: path, mode: mode,
-            bind: { bindPath in
-                let fd = try Self.listen(at: bindPath)
-                seenWhenBound = Self.look(at: path)
-                return fd
-            },
-            close: { close($0) })
+        let (fd, seenWhenBound) = try await Self.bindObserving(path: path, mode: mode)
         defer { close(fd) }
         // Bound, reachable by nobody yet at `path`: a bind at `path` then a chmod is seen here
         // with the umask's mode.
@@ -100,15 +106,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/" + String(repeating: "s", count: UnixSocketFile.maximumPathBytes - directory.utf8.count - 1)
         #expect(UnixSocketFile.temporaryPath(for: path) == nil)
-        var seenWhenBound: Seen?
-        let fd = try await UnixSocketFile.bind(
-            path: path, mode: 0o666,
-            bind: { bindPath in
-                let fd = try Self.listen(at: bindPath)
-                seenWhenBound = Self.look(at: path)
-                return fd
-            },
-            close: { close($0) })
+        let (fd, seenWhenBound) = try await Self.bindObserving(path: path, mode: 0o666)
         defer { close(fd) }
         // The window the temporary name closes: bound in place, the socket is there before its
         // mode is set (with the umask's mode; a client of another uid gets EACCES).
