@@ -41,3 +41,18 @@ int tokend_random_bytes(void *buffer, unsigned long length) {
     }
     return 0;
 }
+
+// Declared by the Swift runtime (libswift_Concurrency) as a function pointer with the Swift
+// calling convention; only its address is used here. Weak: a runtime without it links too.
+extern void *swift_task_enqueueGlobal_hook __attribute__((weak));
+
+int tokend_install_swift_enqueue_global_hook(const void *hook) {
+    if (&swift_task_enqueueGlobal_hook == NULL) return -1;
+    void *expected = NULL;
+    // Compare-and-swap, as NIO does: another piece of code that installed a hook keeps it.
+    int installed = __atomic_compare_exchange_n(&swift_task_enqueueGlobal_hook, &expected, (void *)hook, 0,
+                                                __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return installed ? 0 : -1;
+}
+
+const void *tokend_swift_enqueue_global_hook_address(void) { return &swift_task_enqueueGlobal_hook; }

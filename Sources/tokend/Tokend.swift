@@ -35,7 +35,7 @@ struct Tokend: AsyncParsableCommand {
         // in those timestamps after a restart. (The journal stamps entries itself.)
         setenv("TZ", ":/etc/localtime", 0)
         // Tasks on the event loops: see ConcurrencyExecutor for why.
-        let onEventLoops = ConcurrencyExecutor.useEventLoops()
+        let executor = ConcurrencyExecutor.useEventLoops()
         // Before any secret is in memory: no core dumps, no same-uid ptrace (issue 8).
         let hardeningProblem = ProcessHardening.disableCoreDumps()
         let configuration: DaemonConfiguration
@@ -56,7 +56,10 @@ struct Tokend: AsyncParsableCommand {
         let destination = SystemdLogging.destination(environment: environment)
         LoggingSystem.bootstrap(SystemdLogging.handlerFactory(destination: destination, identifier: "tokend", level: level))
         let logger = Logger(label: "tokend")
-        if !onEventLoops { logger.notice("Swift concurrency stays on its own thread pool: another executor hook is installed") }
+        switch executor {
+        case .nio, .linkedHook: logger.debug("Swift concurrency runs on the event loops", metadata: ["installed_by": "\(executor)"])
+        case .notInstalled: logger.notice("Swift concurrency stays on its own thread pool: another executor hook is installed")
+        }
         if let hardeningProblem { logger.warning("cannot disable core dumps (PR_SET_DUMPABLE): \(hardeningProblem)") }
         let metricsRegistry = configuration.metrics.isEnabled ? Self.bootstrapMetrics() : nil
         let daemon = TokendDaemon(

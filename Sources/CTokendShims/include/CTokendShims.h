@@ -22,4 +22,14 @@ int tokend_get_dumpable(void);
 /// kernel's CSPRNG in (usually) one system call. 0, or -1 (errno set) if the kernel lacks it.
 int tokend_random_bytes(void *buffer, unsigned long length);
 
+/// Installs `hook` as the Swift runtime's global-enqueue hook (`swift_task_enqueueGlobal_hook`,
+/// where Swift concurrency sends every task it would put on its own thread pool), if no hook is
+/// installed yet. The variable is found by the linker, so this works with the Swift runtime
+/// linked statically, where `dlsym` (which sees only dynamic symbols) cannot find it.
+/// 0 when installed; -1 when another hook is already there or the runtime has no such hook.
+int tokend_install_swift_enqueue_global_hook(const void *hook);
+
+/// The address of that hook variable as the linker resolved it (NULL without one).
+const void *tokend_swift_enqueue_global_hook_address(void);
+
 #endif
