@@ -85,19 +85,31 @@ extension VarlinkCall {
     /// `reverse.domain.Interface.Method`: at least two dots-separated interface labels, and a
     /// method name starting with an upper-case letter.
     static func isValidMethodName(_ method: String) -> Bool {
+        // One pass, no allocation (it runs for every call): labels of word bytes separated by
+        // single dots, at least three labels (an interface of two or more, then the member),
+        // the member starting with a capital letter.
         let utf8 = method.utf8
-        guard utf8.count <= 255, let lastDot = utf8.lastIndex(of: UInt8(ascii: ".")) else { return false }
-        let member = utf8[utf8.index(after: lastDot)...]
-        guard let first = member.first, first >= UInt8(ascii: "A"), first <= UInt8(ascii: "Z") else { return false }
-        let isWordByte: (UInt8) -> Bool = { b in
-            (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")) || (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z"))
-                || (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || b == UInt8(ascii: "-") || b == UInt8(ascii: "_")
+        guard utf8.count <= 255 else { return false }
+        var dots = 0
+        var labelLength = 0
+        var labelFirst: UInt8 = 0
+        for byte in utf8 {
+            if byte == UInt8(ascii: ".") {
+                guard labelLength > 0 else { return false }
+                dots += 1
+                labelLength = 0
+            } else {
+                guard isWordByte(byte) else { return false }
+                if labelLength == 0 { labelFirst = byte }
+                labelLength += 1
+            }
         }
-        guard member.allSatisfy(isWordByte) else { return false }
-        let interface = utf8[..<lastDot]
-        return interface.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).allSatisfy { label in
-            !label.isEmpty && label.allSatisfy(isWordByte)
-        } && interface.contains(UInt8(ascii: "."))
+        return labelLength > 0 && dots >= 2 && labelFirst >= UInt8(ascii: "A") && labelFirst <= UInt8(ascii: "Z")
+    }
+
+    private static func isWordByte(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
     }
 
     /// Encodes the call as a JSON message (without the NUL terminator).

@@ -52,13 +52,20 @@ struct SocketListener {
         let requestMetrics = self.requestMetrics
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 256 * 1024))
-            .childChannelOption(.maxMessagesPerRead, value: 16)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
+                // Set here, synchronously, rather than as the bootstrap's child options, which
+                // NIO applies through a chain of futures for every connection.
+                do {
+                    let options = channel.syncOptions
+                    try options?.setOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 256 * 1024))
+                    try options?.setOption(.maxMessagesPerRead, value: 16)
+                    try options?.setOption(.allowRemoteHalfClosure, value: true)
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
                 // Who is calling comes first: the connection limits are per uid, with a share
                 // kept for administrators.
-                PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                return PeerCredentials.read(from: channel).flatMapThrowing { caller in
                     let isAdmin = router.settings.current.accessPolicy.isAdmin(caller)
                     switch limiter.admit(uid: caller.uid, isAdmin: isAdmin) {
                     case .refused(let refusal, let report):
