@@ -185,11 +185,16 @@ struct SystemdIntegrationTests {
     }
 
     /// Sends SIGHUP and waits for the `READY=1` that ends the reload.
+    /// Sends SIGHUP and waits for the READY=1 that follows its RELOADING=1. (Counting READY
+    /// messages is not enough: the start's READY=1 may still be on its way when the socket
+    /// already accepts connections.)
     private func reload(_ daemon: DaemonProcess, _ notify: DatagramListener) async throws {
-        let readies = notify.count(of: "READY")
+        let reloads = notify.count(of: "RELOADING")
         kill(daemon.process.processIdentifier, SIGHUP)
         let done = await notify.waitFor { messages in
-            messages.filter { $0["READY"] == "1" }.count > readies && messages.contains { $0["RELOADING"] == "1" }
+            let reloading = messages.indices.filter { messages[$0]["RELOADING"] != nil }
+            guard reloading.count > reloads else { return false }
+            return messages[(reloading[reloads] + 1)...].contains { $0["READY"] == "1" }
         }
         try #require(done, "no RELOADING=1 … READY=1 after SIGHUP: \(notify.messages)\n\(daemon.log)")
     }
