@@ -169,11 +169,8 @@ let package = Package(
         .testTarget(name: "TokendJSONTests", dependencies: ["TokendJSON", "TokendTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendCoreTests", dependencies: ["TokendCore", "TokendTestSupport"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "TokendServerTests",
-            dependencies: [
-                "TokendServer", "TokendCore", "TokendConfig", "CTokendShims", .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ], swiftSettings: swiftSettings),
+            name: "TokendServerTests", dependencies: ["TokendServer", "TokendCore", "TokendConfig", "CTokendShims"],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "TokendProtocolTests",
             dependencies: [

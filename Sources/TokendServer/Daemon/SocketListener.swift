@@ -10,11 +10,6 @@ import TokendProtocol
 
 /// Binds the Unix socket and sets up each accepted connection: connection limit, the caller's
 /// identity from the kernel, framing, and the Varlink handler.
-///
-/// Every event loop has a listening channel on the socket and serves the connections it accepts;
-/// ``Acceptors`` gives one loop at a time the turn to accept, so that connections spread over
-/// the loops without being handed from one thread to another (docs/architecture.md has the
-/// measurement).
 struct SocketListener {
     struct Limits: Sendable {
         var maximumMessageBytes: Int
@@ -34,98 +29,30 @@ struct SocketListener {
 
     /// Binds `path` (replacing a stale socket file, refusing one a live process listens on) with
     /// its mode set before any client can reach it (``UnixSocketFile``).
-    ///
-    /// - Returns: The first loop's listening channel; the other loops' close with it.
     func bind(path: String, mode: UInt32, group: any EventLoopGroup) async throws -> any Channel {
         try Self.removeStaleSocket(at: path)
-        let descriptor = try await UnixSocketFile.bind(
-            path: path, mode: mode_t(mode), bind: { try Self.listeningSocket(at: $0) }, close: { _ = Glibc.close($0) })
-        return try await serve(descriptor, group: group)
+        let bootstrap = bootstrap(group: group)
+        return try await UnixSocketFile.bind(
+            path: path, mode: mode_t(mode),
+            bind: { try await bootstrap.bind(unixDomainSocketPath: $0).get() },
+            close: { try? await $0.close() })
     }
 
     /// Serves on a socket inherited from the service manager (socket activation).
     func adopt(descriptor: CInt, group: any EventLoopGroup) async throws -> any Channel {
-        try await serve(descriptor, group: group)
+        try await bootstrap(group: group).withBoundSocket(descriptor).get()
     }
 
-    /// A listening channel on every loop of `group` for the listening socket `descriptor` (taken
-    /// over: it is closed with the first channel), the turn to accept given by ``Acceptors``.
-    private func serve(_ descriptor: CInt, group: any EventLoopGroup) async throws -> any Channel {
-        var loops: [any EventLoop] = []
-        for loop in group.makeIterator() { loops.append(loop) }
-        var copies: [CInt] = []
-        for _ in loops.dropFirst() {
-            let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
-            guard copy >= 0 else {
-                let code = errno
-                for copy in copies { _ = Glibc.close(copy) }
-                _ = Glibc.close(descriptor)
-                throw ListenerError("cannot share the listening socket between event loops: \(String(cString: strerror(code)))")
-            }
-            copies.append(copy)
-        }
-        let acceptors = Acceptors(loops: loops)
-        let first: any Channel
-        do {
-            first = try await bootstrap(loop: loops[0], acceptors: acceptors).withBoundSocket(descriptor).get()
-        } catch {
-            for copy in copies { _ = Glibc.close(copy) }
-            throw error
-        }
-        acceptors.add(first, loop: 0)
-        for (index, copy) in zip(loops.indices.dropFirst(), copies) {
-            do {
-                let channel = try await bootstrap(loop: loops[index], acceptors: acceptors).withBoundSocket(copy).get()
-                acceptors.add(channel, loop: index)
-                first.closeFuture.whenComplete { _ in channel.close(promise: nil) }
-            } catch {
-                // Not expected (a copy of a descriptor that just worked): this loop never gets
-                // the turn, the others serve.
-                _ = Glibc.close(copy)
-                logger.warning("an event loop cannot accept connections", metadata: ["problem": "\(error)"])
-            }
-        }
-        acceptors.start()
-        return first
-    }
-
-    /// A Unix stream socket bound at `path` and listening (backlog 1024), close-on-exec.
-    static func listeningSocket(at path: String) throws -> CInt {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard path.utf8.count < capacity else { throw ListenerError("socket path \(path) is longer than \(capacity - 1) bytes") }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw ListenerError("cannot create a socket: \(String(cString: strerror(errno)))") }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard bound == 0, listen(descriptor, 1024) == 0 else {
-            let code = errno
-            _ = Glibc.close(descriptor)
-            throw ListenerError("cannot listen on \(path): \(String(cString: strerror(code)))")
-        }
-        return descriptor
-    }
-
-    /// The server of one loop: it accepts on `loop` when ``Acceptors`` gives it the turn (it
-    /// starts not reading) and serves each connection there.
-    private func bootstrap(loop: any EventLoop, acceptors: Acceptors) -> ServerBootstrap {
+    private func bootstrap(group: any EventLoopGroup) -> ServerBootstrap {
         let router = self.router
         let limiter = self.limiter
         let limits = self.limits
         let logger = self.logger
         let connections = self.connections
         let requestMetrics = self.requestMetrics
-        return ServerBootstrap(group: loop, childGroup: loop)
+        return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
-            .serverChannelOption(.autoRead, value: false)
             .childChannelInitializer { channel in
-                acceptors.accepted(channel)
                 // Set here, synchronously, rather than as the bootstrap's child options, which
                 // NIO applies through a chain of futures for every connection.
                 do {
