@@ -61,6 +61,9 @@ static long o_io_timeout_ms = 10000;
 static const char *o_label;
 static int o_print_reply;
 static int o_quiet;
+/* How a message ends: a NUL (Varlink), or where its top-level JSON object closes (raw JSON
+ * IPC such as oidc-agent's plain-JSON API, where the request carries no terminator). */
+static int o_json_framing;
 
 /* ---------------------------------------------------------------- state */
 static char *g_msg; /* request + NUL */
@@ -114,7 +117,9 @@ static void usage(void) {
             "  --io-timeout-ms M       per-socket send/receive timeout (default 10000)\n"
             "  --wait-ms M             retry the first connect for up to M ms (default 0)\n"
             "  --print-reply           print the first reply to stderr\n"
-            "  --quiet                 no human-readable line\n");
+            "  --quiet                 no human-readable line\n"
+            "  --framing nul|json      nul (default): NUL-terminated messages (Varlink);\n"
+            "                          json: the request as is, a reply ends where its JSON object closes\n");
     exit(1);
 }
 
@@ -161,12 +166,37 @@ static int send_all(struct worker *w, int fd, const char *p, size_t n) {
     return 0;
 }
 
-/* Read until a NUL; returns reply length (without NUL), reply at w->buf. */
+/* --framing json: the length of the complete top-level JSON object at the start of buf (strings
+ * and their escapes skipped), or 0 when it is not complete yet. */
+static size_t json_object_end(const char *buf, size_t n) {
+    int depth = 0, in_string = 0, escaped = 0, started = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = buf[i];
+        if (in_string) {
+            if (escaped) escaped = 0;
+            else if (c == '\\') escaped = 1;
+            else if (c == '"') in_string = 0;
+        } else if (c == '"') in_string = 1;
+        else if (c == '{' || c == '[') { depth++; started = 1; }
+        else if (c == '}' || c == ']') {
+            if (--depth == 0 && started) return i + 1;
+        }
+    }
+    return 0;
+}
+
+/* Read until a NUL (or, --framing json, the reply's closing brace); returns the reply's length
+ * without its terminator, reply at w->buf. */
 static long read_reply(struct worker *w, int fd) {
     size_t scanned = 0;
     for (;;) {
-        char *z = scanned < w->have ? memchr(w->buf + scanned, 0, w->have - scanned) : NULL;
-        if (z) return (long)(z - w->buf);
+        if (o_json_framing) {
+            size_t end = w->have ? json_object_end(w->buf, w->have) : 0;
+            if (end) return (long)end;
+        } else {
+            char *z = scanned < w->have ? memchr(w->buf + scanned, 0, w->have - scanned) : NULL;
+            if (z) return (long)(z - w->buf);
+        }
         scanned = w->have;
         if (w->have == w->buf_size) {
             if (w->buf_size >= MAX_REPLY) {
@@ -197,9 +227,9 @@ static long read_reply(struct worker *w, int fd) {
     }
 }
 
-/* Drop the consumed reply (len bytes + NUL), keep anything after it. */
+/* Drop the consumed reply (len bytes + its NUL), keep anything after it. */
 static void consume(struct worker *w, size_t len) {
-    size_t used = len + 1;
+    size_t used = len + (o_json_framing ? 0 : 1);
     if (w->have > used) memmove(w->buf, w->buf + used, w->have - used);
     w->have -= used;
 }
@@ -419,6 +449,13 @@ int main(int argc, char **argv) {
         else if (ARG("--label")) o_label = v;
         else if (!strcmp(a, "--print-reply")) o_print_reply = 1;
         else if (!strcmp(a, "--quiet")) o_quiet = 1;
+        else if (ARG("--framing")) {
+            if (!strcmp(v, "json")) o_json_framing = 1;
+            else if (strcmp(v, "nul")) {
+                fprintf(stderr, "loadgen: --framing must be nul or json, got %s\n", v);
+                usage();
+            }
+        }
         else {
             fprintf(stderr, "loadgen: unknown or incomplete argument: %s\n", a);
             usage();
@@ -446,7 +483,7 @@ int main(int argc, char **argv) {
     }
     m[flen] = '\0';
     g_msg = m;
-    g_msg_len = flen + 1;
+    g_msg_len = o_json_framing ? flen : flen + 1;
 
     g_addr.sun_family = AF_UNIX;
     if (strlen(o_socket) >= sizeof g_addr.sun_path) {

@@ -17,6 +17,7 @@ BIN="$BENCH_DIR/.bin"
 # ------------------------------------------------------------------ settings
 TOKEND_BIN=${TOKEND_BIN:-$REPO_DIR/.build-release/dist/tokend}
 TOKENCTL_BIN=${TOKENCTL_BIN:-$REPO_DIR/.build-release/dist/tokenctl}
+TOKEND_DEV_BIN=${TOKEND_DEV_BIN:-}     # a second tokend (e.g. `swift build -c release`) in the same run
 CONNECTIONS=${CONNECTIONS:-"1 2 64"}   # persistent-connection rows
 REQUESTS=${REQUESTS:-200000}           # per run, total over all connections ...
 DURATION=${DURATION:-10}               # ... or this many seconds, whichever first
@@ -54,6 +55,9 @@ usage: $0 [options]
   --call token|dpop       what each request asks (default token): a cached token, or a DPoP
                           proof for a DPoP-bound credential (one P-256 signature per call);
                           dpop results go to dpop-socket-<timestamp>.json (env CALL)
+  --dev-bin PATH          also measure this tokend (a development build: `swift build -c release`,
+                          Swift runtime linked dynamically) in the same run, interleaved with the
+                          shipped one and the floor; the table gains its columns (env TOKEND_DEV_BIN)
   --reader READER         the benchmark credential's reader instead of this uid (env READER);
                           LOADGEN in it is replaced by loadgen's path, LOADGEN_SHA256 by its
                           sha256, UID by this uid: --reader 'uid:UID+exe:LOADGEN@sha256:LOADGEN_SHA256'
@@ -79,6 +83,7 @@ while [ $# -gt 0 ]; do
     --keep-tmp) KEEP_TMP=1 ;;
     --call) CALL=$2; shift ;;
     --reader) READER=$2; shift ;;
+    --dev-bin) TOKEND_DEV_BIN=$2; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "socket-bench: unknown argument: $1" >&2; usage >&2; exit 1 ;;
     esac
@@ -105,6 +110,7 @@ log() { echo "socket-bench: $*" >&2; }
 if [ "$FLOOR_ONLY" != 1 ]; then
     [ -x "$TOKEND_BIN" ] || die "tokend binary not found or not executable: $TOKEND_BIN
   build it first (scripts/build-release) or set TOKEND_BIN=/path/to/tokend; or use --floor-only"
+    [ -z "$TOKEND_DEV_BIN" ] || [ -x "$TOKEND_DEV_BIN" ] || die "--dev-bin: not an executable: $TOKEND_DEV_BIN"
     [ -x "$TOKENCTL_BIN" ] || die "tokenctl binary not found or not executable: $TOKENCTL_BIN
   build it first (scripts/build-release) or set TOKENCTL_BIN=/path/to/tokenctl; or use --floor-only"
 fi
@@ -155,7 +161,7 @@ mkdir -p "$RAW"
 # Upper bound for the whole script: servers get it as their own lifetime cap,
 # so nothing outlives the script even if it is killed with SIGKILL.
 NROWS=$(( $(wc -w <<<"$CONNECTIONS") + DO_PIN + DO_CPR + 1 ))
-BUDGET=$(( NROWS * 2 * REPEAT * (DURATION + 45) + 300 ))
+BUDGET=$(( NROWS * 3 * REPEAT * (DURATION + 45) + 300 ))
 
 wait_for_socket() { # path pid seconds
     local i
@@ -187,22 +193,13 @@ cpu_busy_pct() { # busy % of all CPUs over 0.5 s, from /proc/stat
     [ "$total" -gt 0 ] && echo $(( 100 * (total - idle) / total )) || echo 0
 }
 
-# ---------------------------------------------------------------- the target
-EXPECT=""
-if [ "$FLOOR_ONLY" = 1 ]; then
-    TARGET_NAME="stand-in"
-    start_echo standin "$FLOOR_MODE" "${REPLY_BYTES:-100}"
-    TARGET_SOCK="$TMP/standin.sock"
-    TARGET_PID=$ECHO_PID
-    start_echo standin-cpr "$FLOOR_CPR_MODE" "${REPLY_BYTES:-100}"
-    TARGET_CPR_SOCK="$TMP/standin-cpr.sock"
-    TARGET_CPR_PID=$ECHO_PID
-    log "floor-only: an echo server ($FLOOR_MODE / $FLOOR_CPR_MODE) stands in for tokend"
-else
-    TARGET_NAME="tokend"
-    mkdir -p "$TMP/state"
-    chmod 700 "$TMP/state"
-    cat >"$TMP/tokend.toml" <<EOF
+# start_tokend NAME BIN -> INSTANCE_SOCK, INSTANCE_PID: a tokend in $TMP/NAME holding the
+# benchmark credential (the token in $TMP/token.json).
+start_tokend() {
+    local name=$1 bin=$2 dir="$TMP/$1" st
+    mkdir -p "$dir/state"
+    chmod 700 "$dir/state"
+    cat >"$dir/tokend.toml" <<EOF
 [daemon]
 socket = "tokend.sock"
 state_directory = "state"
@@ -217,37 +214,55 @@ client_auth = "none"
 dpop = $DPOP
 dpop_bind_on_refresh = true
 EOF
-    TARGET_SOCK="$TMP/tokend.sock"
-    TARGET_CPR_SOCK=$TARGET_SOCK
+    INSTANCE_SOCK="$dir/tokend.sock"
     # `timeout` is a last-resort lifetime cap; TERM to it is passed on to tokend.
-    timeout --kill-after=10 "$BUDGET" "$TOKEND_BIN" --config "$TMP/tokend.toml" >"$TMP/tokend.log" 2>&1 &
-    TIMEOUT_PID=$!
-    PIDS+=("$TIMEOUT_PID")
-    wait_for_socket "$TARGET_SOCK" "$TIMEOUT_PID" 30 || {
-        if kill -0 "$TIMEOUT_PID" 2>/dev/null; then
-            log "tokend did not create $TARGET_SOCK within 30 s; its log:"
+    timeout --kill-after=10 "$BUDGET" "$bin" --config "$dir/tokend.toml" >"$dir/tokend.log" 2>&1 &
+    local timeout_pid=$!
+    PIDS+=("$timeout_pid")
+    wait_for_socket "$INSTANCE_SOCK" "$timeout_pid" 30 || {
+        if kill -0 "$timeout_pid" 2>/dev/null; then
+            log "$name ($bin) did not create $INSTANCE_SOCK within 30 s; its log:"
         else
-            st=0; wait "$TIMEOUT_PID" || st=$?
-            log "tokend exited (status $st) before creating $TARGET_SOCK; its log:"
+            st=0; wait "$timeout_pid" || st=$?
+            log "$name ($bin) exited (status $st) before creating $INSTANCE_SOCK; its log:"
         fi
-        cat "$TMP/tokend.log" >&2
+        cat "$dir/tokend.log" >&2
         exit 1
     }
-    TARGET_PID=$(ps -o pid= --ppid "$TIMEOUT_PID" | head -1 | tr -d ' ')
-    [ -n "$TARGET_PID" ] || TARGET_PID=$TIMEOUT_PID
-    TARGET_CPR_PID=$TARGET_PID
-    log "tokend running (pid $TARGET_PID), socket $TARGET_SOCK"
+    INSTANCE_PID=$(ps -o pid= --ppid "$timeout_pid" | head -1 | tr -d ' ')
+    [ -n "$INSTANCE_PID" ] || INSTANCE_PID=$timeout_pid
+    log "$name running (pid $INSTANCE_PID, $bin), socket $INSTANCE_SOCK"
+    if ! timeout 30 "$TOKENCTL_BIN" add bench-user --socket "$INSTANCE_SOCK" --provider bench "${READER_ARGS[@]}" \
+        <"$TMP/token.json" >"$dir/tokenctl.log" 2>&1; then
+        log "tokenctl add failed:"; cat "$dir/tokenctl.log" >&2
+        log "$name's log:"; tail -50 "$dir/tokend.log" >&2
+        exit 1
+    fi
+}
 
+# ---------------------------------------------------------------- the target
+EXPECT=""
+if [ "$FLOOR_ONLY" = 1 ]; then
+    TARGET_NAME="stand-in"
+    start_echo standin "$FLOOR_MODE" "${REPLY_BYTES:-100}"
+    TARGET_SOCK="$TMP/standin.sock"
+    TARGET_PID=$ECHO_PID
+    start_echo standin-cpr "$FLOOR_CPR_MODE" "${REPLY_BYTES:-100}"
+    TARGET_CPR_SOCK="$TMP/standin-cpr.sock"
+    TARGET_CPR_PID=$ECHO_PID
+    log "floor-only: an echo server ($FLOOR_MODE / $FLOOR_CPR_MODE) stands in for tokend"
+else
+    TARGET_NAME="tokend"
     rand=$(head -c 4096 /dev/urandom | LC_ALL=C tr -dc 'A-Za-z0-9')
     ACCESS_TOKEN=${rand:0:40}
     REFRESH_TOKEN=${rand:40:40}
     printf '{"access_token":"%s","refresh_token":"%s","expires_in":86400,"token_type":"%s"}' \
         "$ACCESS_TOKEN" "$REFRESH_TOKEN" "$TOKEN_TYPE" >"$TMP/token.json"
-    if ! timeout 30 "$TOKENCTL_BIN" add bench-user --socket "$TARGET_SOCK" --provider bench "${READER_ARGS[@]}" \
-        <"$TMP/token.json" >"$TMP/tokenctl.log" 2>&1; then
-        log "tokenctl add failed:"; cat "$TMP/tokenctl.log" >&2
-        log "tokend log:"; tail -50 "$TMP/tokend.log" >&2
-        exit 1
+    start_tokend tokend "$TOKEND_BIN"
+    TARGET_SOCK=$INSTANCE_SOCK TARGET_CPR_SOCK=$INSTANCE_SOCK TARGET_PID=$INSTANCE_PID TARGET_CPR_PID=$INSTANCE_PID
+    if [ -n "$TOKEND_DEV_BIN" ]; then
+        start_tokend dev "$TOKEND_DEV_BIN"
+        DEV_SOCK=$INSTANCE_SOCK DEV_PID=$INSTANCE_PID
     fi
     EXPECT=$ACCESS_TOKEN
 fi
@@ -258,7 +273,7 @@ probe=$(timeout 30 "$LOADGEN" --socket "$TARGET_SOCK" --connections 1 --requests
 [ -n "$probe" ] || { cat "$TMP/probe-reply.txt" >&2; die "probe request to $TARGET_NAME failed"; }
 if [ "$(jfield "$probe" errors)" != 0 ] || [ "$(jfield "$probe" requests)" != 1 ]; then
     log "probe request to $TARGET_NAME did not succeed:"; cat "$TMP/probe-reply.txt" >&2; echo "$probe" >&2
-    [ -f "$TMP/tokend.log" ] && { log "tokend log:"; tail -50 "$TMP/tokend.log" >&2; }
+    [ -f "$TMP/tokend/tokend.log" ] && { log "tokend log:"; tail -50 "$TMP/tokend/tokend.log" >&2; }
     exit 1
 fi
 if [ -n "$EXPECT" ] && ! grep -qF "$EXPECT" "$TMP/probe-reply.txt"; then
@@ -277,12 +292,15 @@ start_echo floor-cpr "$FLOOR_CPR_MODE" "$MEASURED_REPLY"
 FLOOR_CPR_SOCK="$TMP/floor-cpr.sock"; FLOOR_CPR_PID=$ECHO_PID
 
 # ------------------------------------------------------------------- running
-# one_run target(tokend|floor) row connections pinned(0|1) cpr(0|1) rep -> raw JSON file
+# one_run target(tokend|dev|floor) row connections pinned(0|1) cpr(0|1) rep -> raw JSON file
 one_run() {
     local target=$1 row=$2 conns=$3 pinned=$4 cpr=$5 rep=$6 sock pid out rc=0 reqs=$REQUESTS
     local args=() pre=()
     if [ "$target" = tokend ]; then
         if [ "$cpr" = 1 ]; then sock=$TARGET_CPR_SOCK; pid=$TARGET_CPR_PID; else sock=$TARGET_SOCK; pid=$TARGET_PID; fi
+        [ -n "$EXPECT" ] && args+=(--expect-substring "$EXPECT")
+    elif [ "$target" = dev ]; then
+        sock=$DEV_SOCK; pid=$DEV_PID
         [ -n "$EXPECT" ] && args+=(--expect-substring "$EXPECT")
     else
         if [ "$cpr" = 1 ]; then sock=$FLOOR_CPR_SOCK; pid=$FLOOR_CPR_PID; else sock=$FLOOR_SOCK; pid=$FLOOR_PID; fi
@@ -315,12 +333,14 @@ for c in $CONNECTIONS; do add_row "persistent-c$c" "persistent" "$c" 0 0; done
 [ "$DO_PIN" = 1 ] && add_row "pinned-c1" "pinned cpu$PIN_CPU" 1 1 0
 [ "$DO_CPR" = 1 ] && add_row "cpr-c$CPR_CONNECTIONS" "conn-per-req" "$CPR_CONNECTIONS" 0 1
 
+TARGETS="tokend floor"
+[ -n "$TOKEND_DEV_BIN" ] && TARGETS="tokend dev floor"
 BUSY_BEFORE=$(cpu_busy_pct)
 [ "$BUSY_BEFORE" -gt 10 ] && log "WARNING: the CPUs are ${BUSY_BEFORE}% busy before the benchmark; numbers will be noisy"
 START_TS=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 for row in "${ROWS[@]}"; do
     for rep in $(seq "$REPEAT"); do
-        for target in tokend floor; do # interleaved so both see the same conditions
+        for target in $TARGETS; do # interleaved so all see the same conditions
             log "run $row $target #$rep"
             one_run "$target" "$row" "${ROW_CONNS[$row]}" "${ROW_PIN[$row]}" "${ROW_CPR[$row]}" "$rep"
         done
@@ -338,9 +358,12 @@ median_file() { # row target -> the raw file whose req/s is the median of the re
 ANY_BAD=0
 TABLE="$TMP/table.txt"
 {
-    printf '%-22s | %12s %8s %8s %8s | %12s %8s %8s %8s | %6s\n' "mode / connections" \
+    printf '%-22s | %12s %8s %8s %8s | %12s %8s %8s %8s | %6s' "mode / connections" \
         "$TARGET_NAME r/s" "p50 us" "p99 us" "p99.9 us" "floor r/s" "p50 us" "p99 us" "p99.9 us" "ratio"
-    printf '%s\n' "-----------------------+--------------------------------------------------+-------------------------------------------+-------"
+    [ -n "$TOKEND_DEV_BIN" ] && printf ' | %12s %8s %6s' "dev r/s" "p99 us" "ratio"
+    printf '\n%s' "-----------------------+--------------------------------------------------+-------------------------------------------+-------"
+    [ -n "$TOKEND_DEV_BIN" ] && printf '%s' "+-----------------------------"
+    printf '\n'
 } >"$TABLE"
 ROWS_JSON=""
 for row in "${ROWS[@]}"; do
@@ -354,16 +377,26 @@ for row in "${ROWS[@]}"; do
         if [ "$(jfield "$j" errors)" != 0 ] || [ "$(jfield "$j" io_failures)" != 0 ] ||
             [ "$(jfield "$j" mismatches)" != 0 ]; then flag=" !"; ANY_BAD=1; fi
     done
-    printf '%-22s | %12.0f %8.1f %8.1f %8.1f | %12.0f %8.1f %8.1f %8.1f | %6s%s\n' \
+    printf '%-22s | %12.0f %8.1f %8.1f %8.1f | %12.0f %8.1f %8.1f %8.1f | %6s' \
         "${ROW_DESC[$row]} / ${ROW_CONNS[$row]}" "$t_rps" "$(jfield "$tj" p50_us)" "$(jfield "$tj" p99_us)" \
         "$(jfield "$tj" p999_us)" "$f_rps" "$(jfield "$fj" p50_us)" "$(jfield "$fj" p99_us)" "$(jfield "$fj" p999_us)" \
-        "$ratio" "$flag" >>"$TABLE"
+        "$ratio" >>"$TABLE"
+    DEV_JSON=""
+    if [ -n "$TOKEND_DEV_BIN" ]; then
+        df=$(median_file "$row" dev); dj=$(cat "$df")
+        d_rps=$(jfield "$dj" requests_per_sec)
+        d_ratio=$(awk -v a="$d_rps" -v b="$f_rps" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "0" }')
+        printf ' | %12.0f %8.1f %6s' "$d_rps" "$(jfield "$dj" p99_us)" "$d_ratio" >>"$TABLE"
+        reps_d=$(for f in "$RAW/$row".dev.*.json; do cat "$f"; done | paste -sd, -)
+        DEV_JSON=",\"dev_ratio_rps\":$d_ratio,\"dev\":$dj,\"dev_runs\":[$reps_d]"
+    fi
+    printf '%s\n' "$flag" >>"$TABLE"
     reps_t=$(for f in "$RAW/$row".tokend.*.json; do cat "$f"; done | paste -sd, -)
     reps_f=$(for f in "$RAW/$row".floor.*.json; do cat "$f"; done | paste -sd, -)
     ROWS_JSON+="${ROWS_JSON:+,}{\"row\":\"$row\",\"mode\":\"${ROW_DESC[$row]}\",\"connections\":${ROW_CONNS[$row]},"
     ROWS_JSON+="\"pinned\":$([ "${ROW_PIN[$row]}" = 1 ] && echo true || echo false),"
     ROWS_JSON+="\"connection_per_request\":$([ "${ROW_CPR[$row]}" = 1 ] && echo true || echo false),"
-    ROWS_JSON+="\"ratio_rps\":$ratio,\"tokend\":$tj,\"floor\":$fj,\"tokend_runs\":[$reps_t],\"floor_runs\":[$reps_f]}"
+    ROWS_JSON+="\"ratio_rps\":$ratio,\"tokend\":$tj,\"floor\":$fj,\"tokend_runs\":[$reps_t],\"floor_runs\":[$reps_f]$DEV_JSON}"
 done
 
 mkdir -p "$RESULTS_DIR"
@@ -374,6 +407,7 @@ json_str() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | 
     printf '{"kind":"tokend-socket-bench","call":"%s","started":"%s","finished":"%s",' "$CALL" "$START_TS" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     printf '"floor_only":%s,"target":"%s",' "$([ "$FLOOR_ONLY" = 1 ] && echo true || echo false)" "$TARGET_NAME"
     printf '"tokend_bin":%s,' "$([ "$FLOOR_ONLY" = 1 ] && echo null || json_str "$TOKEND_BIN")"
+    printf '"tokend_dev_bin":%s,' "$([ -n "$TOKEND_DEV_BIN" ] && json_str "$TOKEND_DEV_BIN" || echo null)"
     printf '"reader":%s,' "$([ -n "$READER" ] && json_str "$READER" || echo '"uid (default)"')"
     printf '"request_bytes":%s,"reply_bytes":%s,' "$REQUEST_BYTES" "$MEASURED_REPLY"
     printf '"settings":{"requests":%s,"duration_s":%s,"repeat":%s,"warmup_per_connection":%s,"cpr_requests":%s,"pin_cpu":%s,"floor_mode":"%s","floor_cpr_mode":"%s","reply_checked_for_token":%s},' \
@@ -391,6 +425,7 @@ echo "tokend socket benchmark ($TARGET_NAME vs floor), request $REQUEST_BYTES B,
 echo "the credential's reader: ${READER:-this uid (default)}"
 cat "$TABLE"
 echo "ratio = $TARGET_NAME req/s / floor req/s (1.0 = as fast as a server that does nothing)"
+[ -n "$TOKEND_DEV_BIN" ] && echo "$TARGET_NAME: $TOKEND_BIN; dev: $TOKEND_DEV_BIN (ratio also to the floor)"
 [ "$ANY_BAD" = 1 ] && echo "! = some run had error replies, mismatched replies or transport failures (see the JSON)"
 echo "results: $OUT"
 [ "$ANY_BAD" = 1 ] && exit 3

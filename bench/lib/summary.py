@@ -25,20 +25,26 @@ def yes(ok):
 
 def socket_section(d):
     print("Socket path: ProvideTokenReplacement, cached token (median run; floor = C echo server, same bytes)")
-    print(f"  {'row':24} {'tokend r/s':>11} {'p50':>7} {'p99':>7} {'p99.9':>8} | {'floor r/s':>10} {'p99':>7} {'p99.9':>8} | {'ratio':>5}  target")
+    dev = d.get("tokend_dev_bin")
+    head = f"  {'row':24} {'tokend r/s':>11} {'p50':>7} {'p99':>7} {'p99.9':>8} | {'floor r/s':>10} {'p99':>7} {'p99.9':>8} | {'ratio':>5}"
+    if dev:
+        head += f" | {'dev r/s':>9} {'p99':>7} {'ratio':>5}"
+    print(head + "  target")
     for r in d["rows"]:
         t, f = r["tokend"], r["floor"]
         target = ""
-        if r["row"] in ("persistent-c1", "pinned-c1"):
-            target = f"ratio >= 0.5: {yes(r['ratio_rps'] >= 0.5)}"
-        elif r["row"] == "persistent-c64":
-            ok = r["ratio_rps"] >= 0.5 and t["p99_us"] <= 3 * f["p99_us"]
-            target = f"ratio >= 0.5, p99 <= 3x floor ({t['p99_us'] / max(f['p99_us'], 1):.1f}x): {yes(ok)}"
+        if r["row"].startswith("persistent-c"):
+            ok = r["ratio_rps"] >= 0.75 and t["p99_us"] <= 2 * f["p99_us"]
+            target = f"ratio >= 0.75, p99 <= 2x floor ({t['p99_us'] / max(f['p99_us'], 1):.1f}x): {yes(ok)}"
         name = f"{r['mode']} / {r['connections']}"
-        print(f"  {name:24} {t['requests_per_sec']:>11.0f} {t['p50_us']:>7.1f} {t['p99_us']:>7.1f} {t['p999_us']:>8.1f} |"
-              f" {f['requests_per_sec']:>10.0f} {f['p99_us']:>7.1f} {f['p999_us']:>8.1f} | {r['ratio_rps']:>5.2f}  {target}")
+        line = (f"  {name:24} {t['requests_per_sec']:>11.0f} {t['p50_us']:>7.1f} {t['p99_us']:>7.1f} {t['p999_us']:>8.1f} |"
+                f" {f['requests_per_sec']:>10.0f} {f['p99_us']:>7.1f} {f['p999_us']:>8.1f} | {r['ratio_rps']:>5.2f}")
+        if dev and "dev" in r:
+            line += f" | {r['dev']['requests_per_sec']:>9.0f} {r['dev']['p99_us']:>7.1f} {r['dev_ratio_rps']:>5.2f}"
+        print(f"{line}  {target}")
     print("  (latencies in µs; request %s B, reply %s B; %s requests or %s s per run, median of %s)" % (
         d["request_bytes"], d["reply_bytes"], d["settings"]["requests"], d["settings"]["duration_s"], d["settings"]["repeat"]))
+    print(f"  tokend = the shipped build ({d.get('tokend_bin')})" + (f"; dev = {dev}" if dev else ""))
 
 
 def scale_section(d):
@@ -114,11 +120,12 @@ def oneshot_section(d):
     t = d["oneshot_target"]
     if t["tokenctl_over_oidc_token_median"] is not None:
         print(f"    tokenctl / oidc-token (median) = {t['tokenctl_over_oidc_token_median']:.2f}"
-              f" (target <= 2: {yes(t['met'])})")
+              f" (target <= 1: {yes(t['met'])})")
     else:
         print("    tokenctl / oidc-token: no oidc-token to compare with")
     print(f"  connection per request, req/s ({s['duration_s']} s per point; server CPU µs/req in brackets):")
-    print(f"    {'clients':>7} {'tokend':>16} {'oidc-agent':>16} {'C floor':>16} {'tokend/floor':>12} {'tokend/agent':>12}")
+    print(f"    {'clients':>7} {'tokend':>16} {'oidc-agent':>16} {'(liboidc-agent)':>16} {'C floor':>16} {'tokend/floor':>12}"
+          f" {'tokend/agent':>12}  target")
     for r in d["connection_per_request"]:
         def cell(k):
             x = r.get(k)
@@ -126,9 +133,12 @@ def oneshot_section(d):
                 return "-"
             bad = "!" if x.get("errors") or x.get("io_failures") or x.get("mismatches") or x.get("exit") else ""
             return f"{x['requests_per_sec']:.0f} [{x.get('server_cpu_us_per_req', 0):.0f}]{bad}"
-        t, a, f = r["tokend"]["requests_per_sec"], (r.get("oidc_agent") or {}).get("requests_per_sec"), r["floor"]["requests_per_sec"]
-        print(f"    {r['clients']:>7} {cell('tokend'):>16} {cell('oidc_agent'):>16} {cell('floor'):>16}"
-              f" {t / f if f else 0:>12.2f} {(f'{t / a:.2f}' if a else '-'):>12}")
+        # Judged against oidc-agent driven the cheapest way (its plain-JSON IPC), when measured.
+        agent = r.get("oidc_agent_plain") or r.get("oidc_agent") or {}
+        t, a, f = r["tokend"]["requests_per_sec"], agent.get("requests_per_sec"), r["floor"]["requests_per_sec"]
+        target = f"tokend/agent >= 1.5: {yes(t >= 1.5 * a)}" if a else ""
+        print(f"    {r['clients']:>7} {cell('tokend'):>16} {cell('oidc_agent_plain'):>16} {cell('oidc_agent'):>16} {cell('floor'):>16}"
+              f" {t / f if f else 0:>12.2f} {(f'{t / a:.2f}' if a else '-'):>12}  {target}")
     print(f"    (! = errors/mismatches/transport failures; IdP token POSTs while measuring: {d['idp_token_posts_during_measurement']})")
 
 
