@@ -269,19 +269,19 @@ def main():
         rows = []
         for c in clients:
             row = {"clients": c}
-            common = ["--connections", str(c), "--requests", cap, "--duration", dur, "--max-seconds", dur,
-                      "--warmup", "5", "--message-file", str(tmp / "request.json"), "--json", "--quiet",
-                      "--connection-per-request"]
+            def point(message):  # loadgen's options for one point, asking `message`
+                return ["--connections", str(c), "--requests", cap, "--duration", dur, "--max-seconds", dur,
+                        "--warmup", "5", "--message-file", str(tmp / message), "--json", "--quiet",
+                        "--connection-per-request"]
+            common = point("request.json")
             row["tokend"] = run_point([str(BIN / "loadgen"), "--socket", str(sock), *common, "--expect-substring", at,
                                        "--label", f"tokend/c{c}"], env, td.pid, tmo)
             if oidc["available"]:
                 # The cheapest way to drive oidc-agent: its plain-JSON IPC API (no key exchange,
                 # no client library), by the same load generator as tokend and the floor.
                 row["oidc_agent_plain"] = run_point(
-                    [str(BIN / "loadgen"), "--socket", oidc["socket"], "--framing", "json",
-                     *common[:common.index("--message-file")], "--message-file", str(tmp / "oidc-request.json"),
-                     "--json", "--quiet", "--connection-per-request", "--expect-substring", '"access_token"',
-                     "--label", f"oidc-agent-plain/c{c}"], env, agent_pid, tmo)
+                    [str(BIN / "loadgen"), "--socket", oidc["socket"], "--framing", "json", *point("oidc-request.json"),
+                     "--expect-substring", '"access_token"', "--label", f"oidc-agent-plain/c{c}"], env, agent_pid, tmo)
             if oidc["available"] and "throughput_reason" not in oidc:
                 row["oidc_agent"] = run_point([str(BIN / "oidc_loadgen"), "--account", "bench", "--clients", str(c),
                                                "--requests", cap, "--duration", dur, "--max-seconds", str(tmo - 20),
