@@ -35,16 +35,17 @@ public enum OneShotCommandLine: Sendable, Hashable {
     /// `docker-credential-tokend OP …` (the program run through its link) as
     /// `docker-credential OP …`; other command lines unchanged.
     public static func arguments(programName: String, _ arguments: [String]) -> [String] {
-        let base = programName.split(separator: "/").last.map(String.init) ?? programName
+        let base = programName.lastIndex(of: "/").map { programName[programName.index(after: $0)...] } ?? programName[...]
         return base == DockerCredentialHelper.programName ? ["docker-credential"] + arguments : arguments
     }
 
     /// Reads `arguments` (without the program name), or returns `nil`. What each subcommand
     /// takes comes from its ``OneShotSyntax``, the table its full-parser declaration uses too.
     public static func parse(_ arguments: [String]) -> OneShotCommandLine? {
+        // No Set or Dictionary here: see ``OneShotSyntax/OptionValue``.
         var syntax: OneShotSyntax?
-        var allowed = Set(OneShotSyntax.global.map(\.name))  // before the subcommand: the global ones
-        var options: [String: String] = [:]
+        var allowed = OneShotSyntax.global  // before the subcommand: the global ones
+        var options: [OneShotSyntax.OptionValue] = []
         var positionals: [String] = []
         var index = 0
         while index < arguments.count {
@@ -53,19 +54,19 @@ public enum OneShotCommandLine: Sendable, Hashable {
             if argument.hasPrefix("--") {
                 let parts = argument.dropFirst(2).split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 let key = String(parts[0])
-                guard allowed.contains(key), options[key] == nil else { return nil }
+                guard allowed.contains(where: { $0.name == key }), options.value(of: key) == nil else { return nil }
                 if parts.count == 2 {
-                    options[key] = String(parts[1])
+                    options.append(.init(name: key, value: String(parts[1])))
                 } else {
                     guard index < arguments.count, !arguments[index].hasPrefix("-") || arguments[index] == "-" else { return nil }
-                    options[key] = arguments[index]
+                    options.append(.init(name: key, value: arguments[index]))
                     index += 1
                 }
             } else if argument.hasPrefix("-"), argument != "-" {
                 return nil
             } else if syntax == nil {
                 guard let found = OneShotSyntax.all.first(where: { $0.subcommand == argument }) else { return nil }
-                allowed.formUnion(found.fastOptions.map(\.name))
+                allowed = found.fastOptions
                 syntax = found
             } else {
                 positionals.append(argument)
@@ -81,11 +82,11 @@ public enum OneShotCommandLine: Sendable, Hashable {
             user = ""
         }
         guard positionals.count == syntax.operands,
-            let timeout = Self.integer(options[OneShotSyntax.timeout.name], default: OneShotSyntax.timeout),
+            let timeout = Self.integer(options.value(of: OneShotSyntax.timeout.name), default: OneShotSyntax.timeout),
             (1...3600).contains(timeout),
-            let minValid = Self.integer(options[syntax.minValid.name], default: syntax.minValid), minValid >= 0
+            let minValid = Self.integer(options.value(of: syntax.minValid.name), default: syntax.minValid), minValid >= 0
         else { return nil }
-        let socket = options[OneShotSyntax.socket.name]
+        let socket = options.value(of: OneShotSyntax.socket.name)
         if let socket, socket.isEmpty { return nil }
         let common = Common(user: user, socket: socket, timeoutSeconds: timeout, minValidSeconds: minValid)
         return syntax.make(common, OneShotSyntax.Reading(operands: positionals, values: options))

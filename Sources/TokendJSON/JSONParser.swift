@@ -29,10 +29,20 @@ public struct JSONParser {
     public static let defaultMaximumDepth = 64
 
     public static func parse(_ bytes: some Collection<UInt8>, maximumDepth: Int = defaultMaximumDepth) throws(JSONParseError) -> JSONValue {
-        let result: Result<JSONValue, JSONParseError>? = bytes.withContiguousStorageIfAvailable { buffer in
-            Result { () throws(JSONParseError) -> JSONValue in try parse(buffer: buffer, maximumDepth: maximumDepth) }
+        // The error comes out through a variable, not a `Result`: instantiating
+        // `Result<JSONValue, JSONParseError>` makes the runtime check `JSONParseError: Error`
+        // among every conformance in the executable, which a one-shot `tokenctl token` pays for.
+        var failure: JSONParseError?
+        let value: JSONValue?? = bytes.withContiguousStorageIfAvailable { buffer in
+            do throws(JSONParseError) {
+                return try parse(buffer: buffer, maximumDepth: maximumDepth)
+            } catch {
+                failure = error
+                return nil
+            }
         }
-        if let result { return try result.get() }
+        if let failure { throw failure }
+        if let value, let value { return value }
         let copy = Array(bytes)
         return try copy.withUnsafeBufferPointer { buffer throws(JSONParseError) in
             try parse(buffer: buffer, maximumDepth: maximumDepth)

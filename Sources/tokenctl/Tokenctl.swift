@@ -13,8 +13,9 @@ import TokendClient
 enum TokenctlMain {
     static func main() {
         // Run through its link docker-credential-tokend, tokenctl is Docker's credential helper.
-        let arguments = OneShotCommandLine.arguments(
-            programName: CommandLine.arguments.first ?? "tokenctl", Array(CommandLine.arguments.dropFirst()))
+        var commandLine = CommandLine.arguments
+        let programName = commandLine.isEmpty ? "tokenctl" : commandLine.removeFirst()
+        let arguments = OneShotCommandLine.arguments(programName: programName, commandLine)
         if let command = OneShotCommandLine.parse(arguments) { exit(OneShotCommands.run(command)) }
         // The full parser's commands are async; the task ends the process when its command
         // ends. The main thread only waits: nothing in tokenctl runs on the main actor, and

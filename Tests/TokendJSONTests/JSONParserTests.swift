@@ -374,3 +374,23 @@ struct JSONValueAccessorTests {
         #expect(a != ["x": .int(1), "w": .string("z")])
     }
 }
+
+/// `parse(_:)` takes any collection of bytes: contiguous ones are read in place, others copied
+/// first. Both ways give the same value, and the same error at the same offset.
+struct JSONParserCollectionTests {
+    @Test(arguments: [
+        #"{"parameters":{"credentials":{"accessToken":"a","expiresAt":"2026-11-27T12:00:00Z"}}}"#, #"[1,2.5,"x",null,true]"#,
+        #"{"a":1,"a":2}"#, #"{"a":"\ud800"}"#, "[1,2", "{} x", "",
+    ])
+    func contiguousAndOtherCollectionsAgree(text: String) {
+        let bytes = Array(text.utf8)
+        let inPlace = Result { () throws(JSONParseError) in try JSONParser.parse(bytes) }
+        let copied = Result { () throws(JSONParseError) in try JSONParser.parse(bytes.lazy.map { $0 }) }
+        #expect(bytes.lazy.map { $0 }.withContiguousStorageIfAvailable { _ in true } == nil)
+        switch (inPlace, copied) {
+        case (.success(let a), .success(let b)): #expect(a == b)
+        case (.failure(let a), .failure(let b)): #expect(a == b)
+        default: Issue.record("\(text): read in place \(inPlace), copied \(copied)")
+        }
+    }
+}

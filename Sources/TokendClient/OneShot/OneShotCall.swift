@@ -70,7 +70,8 @@ public enum OneShotCall {
     // MARK: Socket steps
 
     private static func connect(_ path: String, deadline: MonotonicDeadline) throws(TokendClientError) -> Int32 {
-        let shown = Redaction.display(path, secrets: [])
+        // Made printable only for a message: a successful call never needs it.
+        var shown: String { Redaction.display(path, secrets: []) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let pathBytes = Array(path.utf8)
