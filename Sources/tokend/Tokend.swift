@@ -19,7 +19,8 @@ struct Tokend: AsyncParsableCommand {
         commandName: "tokend",
         abstract: "Keeps OAuth/JWT credentials fresh for the programs on this host.",
         discussion:
-            "Runs in the foreground (as a systemd service). Reads its configuration from --config, else \(DaemonConfiguration.defaultConfigurationFile) when it exists, else uses the built-in defaults."
+            "Runs in the foreground (as a systemd service). Reads its configuration from --config, else \(DaemonConfiguration.defaultConfigurationFile) when it exists, else uses the built-in defaults.",
+        version: TokendDaemon.version
     )
 
     @Option(name: .long, help: "The configuration file (TOML).")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokendProtocol
 
 /// Start-up refuses what it cannot run safely, with one clear message.
 @Suite(.serialized)
@@ -22,6 +23,17 @@ struct DaemonStartupTests {
         #expect(result.stderr.contains(directory.file("bad.toml")), "\(result.stderr)")
         #expect(result.stderr.contains(expected), "\(result.stderr)")
         #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
+    }
+
+    /// Like systemd's daemons, `tokend --version` prints the version GetInfo reports and exits 0
+    /// without reading a configuration; an unknown option is a usage error naming it.
+    @Test func versionAndUsageErrorsAreAnsweredWithoutStarting() async throws {
+        let version = try await runCommand(Repository.binary("tokend"), ["--version", "--config", "/nonexistent/tokend.toml"])
+        #expect(version.status == 0, "\(version.stderr)")
+        #expect(version.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == TokendVersion.string)
+        let unknown = try await runCommand(Repository.binary("tokend"), ["--bogus"])
+        #expect(unknown.status == 64)
+        #expect(unknown.stderr.contains("--bogus"), "\(unknown.stderr)")
     }
 
     /// Writes `bad.toml` with provider `p` (an https token endpoint, client `c`) and `lines`.

@@ -18,6 +18,9 @@ import UnixSignals
 /// the socket systemd passed), tells systemd it is ready, reloads on SIGHUP, and on graceful
 /// shutdown stops accepting, lets in-flight replies and grants finish and closes the store.
 public final class TokendDaemon: Service {
+    /// This build's version, as `GetInfo` reports it and `tokend --version` prints it.
+    public static var version: String { DaemonInfo.version }
+
     /// What the executable supplies beyond the configuration.
     public struct Options: Sendable {
         /// Reads the configuration again, for SIGHUP; `nil` when there is nothing to re-read.
