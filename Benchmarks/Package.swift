@@ -8,6 +8,8 @@ import PackageDescription
 ///   `swift package --scratch-path .build-bench benchmark` from this directory, or `bench/run`.
 /// - `tokend-storegen`: writes an encrypted credential store of any size directly with the
 ///   `TokendStorage` code, for the scale and refresh-storm benchmarks in `bench/`.
+/// - `nio-floor`: the floor of a SwiftNIO server (canned replies, as `bench/floor/echo_server.c`,
+///   served the way tokend serves), for `bench/socket-bench.sh --floor-only`.
 ///
 /// Like `Fuzz/`, the targets compile the root package's module sources directly:
 /// `Sources/<Module>` here are symlinks to `../../Sources/<Module>` (SwiftPM rejects a target
@@ -53,6 +55,11 @@ let package = Package(
         .executableTarget(
             name: "tokend-storegen",
             dependencies: ["TokendStorage", "TokendCore", "TokendJSON"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "nio-floor",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -55,6 +55,11 @@ def tokenctl_bin():
     return Path(os.environ.get("TOKENCTL_BIN") or BENCH_DIR.parent / ".build-release/dist/tokenctl")
 
 
+def nio_floor_bin():
+    """SwiftNIO's floor (Benchmarks/Sources/nio-floor), if built: canned replies, served as tokend serves."""
+    return Path(os.environ.get("NIO_FLOOR_BIN") or BENCH_DIR.parent / "Benchmarks/.build-bench/release/nio-floor")
+
+
 def mint_one(idp_state):
     r = subprocess.run([str(idp_python()), str(IDP_SCRIPT), "mint", "--state-dir", str(idp_state), "--count", "1",
                         "--scope", SCOPE], check=True, capture_output=True, text=True, timeout=120)
@@ -261,8 +266,18 @@ def main():
         floor_sock = tmp / "floor.sock"
         floor = procs.start([str(BIN / "echo_server"), "--quiet", "--mode", "epoll", "--reply-bytes", str(reply_bytes),
                              "--max-seconds", str(budget), str(floor_sock)], tmp / "floor.log")
+        # SwiftNIO's floor, plain and reading the caller's identity as tokend does before a first call.
+        nio_floors = {}
+        if nio_floor_bin().exists():
+            for key, extra in (("nio_floor", []), ("nio_floor_peer", ["--peer-credentials"])):
+                nio_sock = tmp / f"{key}.sock"
+                proc = procs.start([str(nio_floor_bin()), "--quiet", "--reply-bytes", str(reply_bytes), *extra,
+                                    "--max-seconds", str(budget), str(nio_sock)], tmp / f"{key}.log")
+                nio_floors[key] = (nio_sock, proc)
+        else:
+            log(f"no SwiftNIO floor at {nio_floor_bin()} (built with the Benchmarks package): its columns are left out")
         for _ in range(100):
-            if floor_sock.exists():
+            if floor_sock.exists() and all(sock.exists() for sock, _ in nio_floors.values()):
                 break
             time.sleep(0.1)
         dur, cap, tmo = str(args.duration), str(args.max_requests), args.duration + 60
@@ -288,12 +303,16 @@ def main():
                                                "--warmup", "5", "--label", f"oidc-agent/c{c}"], env, agent_pid, tmo)
             row["floor"] = run_point([str(BIN / "loadgen"), "--socket", str(floor_sock), *common,
                                       "--label", f"floor/c{c}"], env, floor.pid, tmo)
+            for key, (nio_sock, proc) in nio_floors.items():
+                row[key] = run_point([str(BIN / "loadgen"), "--socket", str(nio_sock), *common,
+                                      "--label", f"{key}/c{c}"], env, proc.pid, tmo)
             rows.append(row)
-            log("  c=%-3d tokend %8.0f r/s  oidc-agent plain %8s r/s  oidc-agent %8s r/s  floor %8.0f r/s" % (
+            log("  c=%-3d tokend %8.0f r/s  oidc-agent plain %8s r/s  oidc-agent %8s r/s  floor %8.0f r/s  SwiftNIO floor %8s r/s" % (
                 c, row["tokend"]["requests_per_sec"],
                 f"{row['oidc_agent_plain']['requests_per_sec']:.0f}" if "oidc_agent_plain" in row else "-",
                 f"{row['oidc_agent']['requests_per_sec']:.0f}" if "oidc_agent" in row else "-",
-                row["floor"]["requests_per_sec"]))
+                row["floor"]["requests_per_sec"],
+                f"{row['nio_floor']['requests_per_sec']:.0f}" if "nio_floor" in row else "-"))
         posts_after = idp_token_posts(tmp / "idp")
 
         path = write_result("oneshot", {
@@ -301,6 +320,7 @@ def main():
                          "clients": clients, "oneshot_timer": how, "request": MSG, "tokend_reply_bytes": reply_bytes},
             "loadavg_start": loadavg_start,
             "tokend_bin": str(tokend_bin()), "tokenctl_bin": str(tokenctl_bin()),
+            "nio_floor_bin": str(nio_floor_bin()) if nio_floors else None,
             "oidc_agent": oidc,
             "idp_token_posts_during_measurement": posts_after - posts_before,
             "oneshot": oneshot, "oneshot_target": oneshot_target,
@@ -308,7 +328,8 @@ def main():
             "connection_per_request": rows,
         })
         print(f"results: {path}")
-        bad = any(r[k].get("exit", 0) != 0 for r in rows for k in ("tokend", "oidc_agent_plain", "oidc_agent", "floor") if k in r)
+        bad = any(r[k].get("exit", 0) != 0 for r in rows
+                  for k in ("tokend", "oidc_agent_plain", "oidc_agent", "floor", "nio_floor", "nio_floor_peer") if k in r)
         return 3 if bad else 0
     finally:
         if oidc_dir.exists():

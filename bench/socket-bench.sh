@@ -30,6 +30,7 @@ FLOOR_MODE=${FLOOR_MODE:-thread}       # echo_server model for persistent rows
 FLOOR_CPR_MODE=${FLOOR_CPR_MODE:-epoll} # echo_server model for the connection-per-request row
 FLOOR_ONLY=${FLOOR_ONLY:-0}
 REPLY_BYTES=${REPLY_BYTES:-}           # floor-only: reply size of the stand-in (default 100)
+STAND_IN_SERVER=${STAND_IN_SERVER:-}   # floor-only: the stand-in's program (default the C echo server)
 RESULTS_DIR=${RESULTS_DIR:-$BENCH_DIR/results}
 KEEP_TMP=${KEEP_TMP:-0}
 DO_PIN=${DO_PIN:-1}
@@ -40,7 +41,10 @@ READER=${READER:-}                     # the credential's reader (tokenctl add -
 usage() {
     cat <<EOF
 usage: $0 [options]
-  --floor-only            no tokend: a second echo server stands in for it (tests this script)
+  --floor-only            no tokend: a second echo server stands in for it (tests this script);
+                          with --stand-in PATH, that program does (it takes echo_server's
+                          options), e.g. Benchmarks/.build-bench/release/nio-floor, SwiftNIO's floor
+  --stand-in PATH         floor-only: the stand-in's program (env STAND_IN_SERVER)
   --connections "1 2 64"  persistent-connection rows               (env CONNECTIONS)
   --requests N            requests per run (default $REQUESTS)      (env REQUESTS)
   --duration S            max seconds per run (default $DURATION)   (env DURATION)
@@ -70,6 +74,7 @@ EOF
 while [ $# -gt 0 ]; do
     case "$1" in
     --floor-only) FLOOR_ONLY=1 ;;
+    --stand-in) STAND_IN_SERVER=$2; shift ;;
     --connections) CONNECTIONS=$2; shift ;;
     --requests) REQUESTS=$2; shift ;;
     --duration) DURATION=$2; shift ;;
@@ -134,6 +139,8 @@ if [ -n "$READER" ]; then
     RESULT_PREFIX=reader-$RESULT_PREFIX
     log "the credential's reader: $READER"
 fi
+# A stand-in's results must not pass for tokend's (bench/run picks the newest socket-*.json).
+[ "$FLOOR_ONLY" = 1 ] && RESULT_PREFIX=floor-only-$RESULT_PREFIX
 
 # ------------------------------------------------------ temp dir and cleanup
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tokend-bench.XXXXXX")
@@ -173,8 +180,8 @@ wait_for_socket() { # path pid seconds
     return 1
 }
 
-start_echo() { # name mode reply_bytes -> sets ECHO_PID, socket at $TMP/name.sock
-    "$ECHO_SERVER" --quiet --mode "$2" --reply-bytes "$3" --max-seconds "$BUDGET" "$TMP/$1.sock" \
+start_echo() { # name mode reply_bytes [program] -> sets ECHO_PID, socket at $TMP/name.sock
+    "${4:-$ECHO_SERVER}" --quiet --mode "$2" --reply-bytes "$3" --max-seconds "$BUDGET" "$TMP/$1.sock" \
         >"$TMP/$1.log" 2>&1 &
     ECHO_PID=$!
     PIDS+=("$ECHO_PID")
@@ -244,13 +251,14 @@ EOF
 EXPECT=""
 if [ "$FLOOR_ONLY" = 1 ]; then
     TARGET_NAME="stand-in"
-    start_echo standin "$FLOOR_MODE" "${REPLY_BYTES:-100}"
+    [ -z "$STAND_IN_SERVER" ] || [ -x "$STAND_IN_SERVER" ] || die "--stand-in $STAND_IN_SERVER is not an executable"
+    start_echo standin "$FLOOR_MODE" "${REPLY_BYTES:-100}" "$STAND_IN_SERVER"
     TARGET_SOCK="$TMP/standin.sock"
     TARGET_PID=$ECHO_PID
-    start_echo standin-cpr "$FLOOR_CPR_MODE" "${REPLY_BYTES:-100}"
+    start_echo standin-cpr "$FLOOR_CPR_MODE" "${REPLY_BYTES:-100}" "$STAND_IN_SERVER"
     TARGET_CPR_SOCK="$TMP/standin-cpr.sock"
     TARGET_CPR_PID=$ECHO_PID
-    log "floor-only: an echo server ($FLOOR_MODE / $FLOOR_CPR_MODE) stands in for tokend"
+    log "floor-only: ${STAND_IN_SERVER:-an echo server ($FLOOR_MODE / $FLOOR_CPR_MODE)} stands in for tokend"
 else
     TARGET_NAME="tokend"
     rand=$(head -c 4096 /dev/urandom | LC_ALL=C tr -dc 'A-Za-z0-9')

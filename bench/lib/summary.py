@@ -140,6 +140,20 @@ def oneshot_section(d):
         print(f"    {r['clients']:>7} {cell('tokend'):>16} {cell('oidc_agent_plain'):>16} {cell('oidc_agent'):>16} {cell('floor'):>16}"
               f" {t / f if f else 0:>12.2f} {(f'{t / a:.2f}' if a else '-'):>12}  {target}")
     print(f"    (! = errors/mismatches/transport failures; IdP token POSTs while measuring: {d['idp_token_posts_during_measurement']})")
+    rows = d["connection_per_request"]
+    if rows and "nio_floor" in rows[0]:
+        # What any SwiftNIO server pays per connection: the floor tokend's accept path is built on.
+        print("  SwiftNIO's floor (nio-floor: canned replies on NIO's ServerBootstrap, tokend's child options), same run:")
+        print(f"    {'clients':>7} {'nio-floor':>16} {'+ peer creds':>16} {'nio/agent':>10} {'+peer/agent':>12} {'tokend/nio+peer':>16}")
+        for r in rows:
+            agent = (r.get("oidc_agent_plain") or r.get("oidc_agent") or {}).get("requests_per_sec")
+            n, p, t = (r.get(k, {}).get("requests_per_sec") for k in ("nio_floor", "nio_floor_peer", "tokend"))
+            def cell(x):
+                return f"{x['requests_per_sec']:.0f} [{x.get('server_cpu_us_per_req', 0):.0f}]" if x else "-"
+            def ratio(a, b):
+                return f"{a / b:.2f}" if a and b else "-"
+            print(f"    {r['clients']:>7} {cell(r.get('nio_floor')):>16} {cell(r.get('nio_floor_peer')):>16}"
+                  f" {ratio(n, agent):>10} {ratio(p, agent):>12} {ratio(t, p):>16}")
 
 
 def main():
