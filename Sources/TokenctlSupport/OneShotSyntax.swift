@@ -34,8 +34,9 @@ public struct OneShotSyntax: Sendable {
     ///
     /// An array of these rather than a `[String: String]`: a one-shot process pays for every
     /// generic type it touches first, and a dictionary's storage makes the runtime look up
-    /// `String: Hashable` among every conformance in the executable (~0.15 ms of a ~1.5 ms run,
-    /// `bench/run --only oneshot`); a handful of options is searched faster in order anyway.
+    /// `String: Hashable` among every conformance in the executable (with the parse error's
+    /// `Result`, ~40 % of a one-shot run's CPU in `perf record`; decision 7 has the figures); a
+    /// handful of options is searched faster in order anyway.
     struct OptionValue: Sendable {
         let name: String
         let value: String
