@@ -116,6 +116,11 @@ extension PostgresCredentialStore {
     /// The migration after which rows carry an authentication tag.
     static let rowAuthenticationVersion = 4
 
+    /// How long a node's start-up may take to migrate the schema, or to wait for the lock while
+    /// another node migrates it. Longer than the operation timeout: nodes started together wait
+    /// in turn for one migration, which tags every existing row once.
+    static let migrationLimit = Duration.seconds(120)
+
     /// Brings the schema up to date under the migration lock, and records this node.
     ///
     /// - Throws: ``StorageError`` `.database` if the database has a newer schema than this build.
@@ -123,7 +128,8 @@ extension PostgresCredentialStore {
         let node = settings.nodeName
         let migrations = Self.migrations
         let logger = logger
-        let applied: Int = try await run("migrate the shared store's schema") { client in
+        let limit = max(Self.migrationLimit, .milliseconds(settings.operationTimeoutMilliseconds))
+        let applied: Int = try await run("migrate the shared store's schema", limit: limit) { client in
             try await client.withTransaction(logger: logger) { connection -> Int in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger).collect()
                 try await connection.query(

@@ -63,6 +63,9 @@ public final class PostgresCredentialStore: CredentialStore {
         let store = try PostgresCredentialStore(
             settings: settings, keyring: keyring, logger: logger, eventLoopGroup: eventLoopGroup, now: now)
         do {
+            // Reachable first, within the operation timeout: a database that is down is reported
+            // as quickly as any other outage, not after the migration's longer bound.
+            try await store.probeWriter()
             try await store.migrate(productVersion: productVersion)
             try await store.loadGenerationFloors()
         } catch {
@@ -207,13 +210,17 @@ public final class PostgresCredentialStore: CredentialStore {
     /// Runs `body` with a time limit, in an unstructured task (a write that has started is not
     /// abandoned when the caller is cancelled), and maps every error to a secret-free
     /// ``StorageError``. Reaching the server or not updates the store's health.
-    func run<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+    ///
+    /// - Parameter limit: the bound when it is not the operation timeout (the schema migration's).
+    func run<T: Sendable>(
+        _ what: String, limit: Duration? = nil, _ body: @escaping @Sendable (PostgresClient) async throws -> T
+    ) async throws -> T {
         if isClosed.withLock({ $0 }) {
             throw StorageError(code: .closed, message: "the shared credential store is closed")
         }
         let client = client
         let task = Task { try await body(client) }
-        let limit = Duration.milliseconds(settings.operationTimeoutMilliseconds)
+        let limit = limit ?? Duration.milliseconds(settings.operationTimeoutMilliseconds)
         let timer = Task {
             try await Task.sleep(for: limit)
             task.cancel()

@@ -238,29 +238,32 @@ struct HATProviderTests {
     // MARK: The 30-day cap
 
     @Test func theLoginEndsAtTheCapAndStatusSaysWhen() async throws {
-        // `pda`: a cap of 50 hours; `short`: a cap of 6 seconds with a warning 4 seconds ahead.
+        // `pda`: a cap of 50 hours; `short`: a cap of 20 seconds with a warning 16 seconds ahead.
         let setup = try await Self.start(
             providerExtra: "max_session_age = \"50h\"\nsession_warning = \"1h\"",
-            more: [("short", "max_session_age = \"6s\"\nsession_warning = \"4s\"")])
+            more: [("short", "max_session_age = \"20s\"\nsession_warning = \"16s\"")])
         let now = Self.now
         let long = try await setup.pda.mint(iat: now, exp: now + 30 * 86400)
-        let short = try await setup.pda.mint(iat: now, exp: now + 30 * 86400)
-        // 15 s: enough for the adds before it to finish on a loaded machine, short enough to end here.
-        let expiring = try await setup.pda.mint(iat: now, exp: now + 15)
         #expect(try setup.client.call(Self.addCall(user: "alice", token: long)).errorName == nil)
+        // The short logins are minted right before their adds, each with its own start: on a loaded
+        // machine the seconds spent on the adds before them must not use up their lifetimes.
+        let bobStart = Self.now
+        let short = try await setup.pda.mint(iat: bobStart, exp: bobStart + 30 * 86400)
         #expect(try setup.client.call(Self.addCall(user: "bob", token: short, provider: "short")).errorName == nil)
+        let carolStart = Self.now
+        let expiring = try await setup.pda.mint(iat: carolStart, exp: carolStart + 25)
         #expect(try setup.client.call(Self.addCall(user: "carol", token: expiring)).errorName == nil)
 
         #expect(try Self.status(setup.client, "alice")["sessionEndsAt"] as? Int == now + 50 * 3600)
-        #expect(try Self.status(setup.client, "bob")["sessionEndsAt"] as? Int == now + 6)
-        #expect(try Self.status(setup.client, "carol")["sessionEndsAt"] as? Int == now + 15, "an earlier exp ends the login")
+        #expect(try Self.status(setup.client, "bob")["sessionEndsAt"] as? Int == bobStart + 20)
+        #expect(try Self.status(setup.client, "carol")["sessionEndsAt"] as? Int == carolStart + 25, "an earlier exp ends the login")
         let table = try await runCommand(Repository.binary("tokenctl"), ["status", "--socket", setup.daemon.socketPath])
         #expect(
             table.stdout.contains("alice: the login ends in 2d 1h") || table.stdout.contains("alice: the login ends in 2d 2h"),
             "\(table.stdout)")
         #expect(table.stdout.contains("reauthenticate within 2 days"), "\(table.stdout)")
 
-        let ended = try await Self.eventually(.seconds(45)) {
+        let ended = try await Self.eventually(.seconds(60)) {
             try Self.status(setup.client, "bob")["state"] as? String == "reauthentication_required"
                 && Self.status(setup.client, "carol")["state"] as? String == "reauthentication_required"
         }

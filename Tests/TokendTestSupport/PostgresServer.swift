@@ -15,7 +15,8 @@ public final class PostgresServer: @unchecked Sendable {
     public static let binDirectory = "/usr/lib/postgresql/15/bin"
     public static let password = "tokend-test-db-password"
     public let directory: String
-    public let port: Int
+    /// Fixed once the server first started (a restart keeps it).
+    public private(set) var port: Int
     private var server: Process?
     /// More `-c name=value` server settings for the next ``start()`` (e.g. `ssl=on`).
     public var serverOptions: [String] = []
@@ -55,7 +56,16 @@ public final class PostgresServer: @unchecked Sendable {
             )
         }
         guard initdb.status == 0 else { throw Failure(description: "initdb failed: \(initdb.output)") }
-        try await start()
+        // A port picked free can be taken by another test's server before postgres binds it
+        // (two suites at once make it likely): start again on another port, three attempts at most.
+        for attempt in 1...3 {
+            do {
+                try await start()
+                return
+            } catch let failure as Failure where attempt < 3 && failure.description.contains("Address already in use") {
+                port = try FreePort.pick()
+            }
+        }
     }
 
     /// Starts (or restarts) the server on the same port and data directory: `postgres` itself,

@@ -79,8 +79,11 @@ struct IdPDaemon {
         try await idp.start()
         try directory.write("idp-secret", IdentityProvider.clientSecret + "\n", mode: 0o600)
         let providers = idp.providerConfiguration(name: "example", extra: providerExtra, endpoint: endpoint?(idp))
+        // The IdP's answers take seconds, not milliseconds, when two suites share two cores: the
+        // limits leave room for that and stay inside the test clients' 10 s receive timeout.
+        let limits = "http_timeout = \"6s\"\ncall_timeout = \"8s\"\n"
         let config = DaemonProcess.configuration(
-            extraDaemon: "forced_refresh_interval = \"\(forcedRefreshInterval)s\"\nhttp_timeout = \"2s\"\n" + daemonExtra,
+            extraDaemon: "forced_refresh_interval = \"\(forcedRefreshInterval)s\"\n" + limits + daemonExtra,
             providers: providers)
         let daemon = try DaemonProcess(configuration: config, directory: directory)
         try await daemon.start()
