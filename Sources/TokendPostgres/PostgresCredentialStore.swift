@@ -26,6 +26,9 @@ public final class PostgresCredentialStore: CredentialStore {
     public let settings: PostgresStoreSettings
     public let address: PostgresURL
     let client: PostgresClient
+    /// The same server, user and TLS as `client`'s, for start-up's single connection.
+    let startupConnection: PostgresConnection.Configuration
+    let eventLoopGroup: any EventLoopGroup
     let logger: Logger
     let now: @Sendable () -> Timestamp
     let monitor: HealthMonitor
@@ -63,9 +66,9 @@ public final class PostgresCredentialStore: CredentialStore {
         let store = try PostgresCredentialStore(
             settings: settings, keyring: keyring, logger: logger, eventLoopGroup: eventLoopGroup, now: now)
         do {
-            // Reachable first, within the operation timeout: a database that is down is reported
-            // as quickly as any other outage, not after the migration's longer bound.
-            try await store.probeWriter()
+            // Reachable first, within the operation timeout: a database that is down or refuses
+            // the login is reported as such, not after the migration's longer bound.
+            try await store.connectOnce()
             try await store.migrate(productVersion: productVersion)
             try await store.loadGenerationFloors()
         } catch {
@@ -90,11 +93,25 @@ public final class PostgresCredentialStore: CredentialStore {
         self.now = now
         self.keyringBox = Mutex(keyring)
         self.monitor = HealthMonitor(now: now)
+        let tls = try Self.tls(settings.tls)
         var configuration = PostgresClient.Configuration(
             host: address.host, port: address.port, username: address.user, password: settings.password,
-            database: address.database, tls: try Self.tls(settings.tls)
+            database: address.database, tls: tls.required ? .require(tls.configuration) : .prefer(tls.configuration)
         )
         configuration.options.connectTimeout = .milliseconds(settings.operationTimeoutMilliseconds)
+        let context: NIOSSLContext
+        do {
+            context = try NIOSSLContext(configuration: tls.configuration)
+        } catch {
+            throw StorageError(code: .database, message: "store tls settings cannot be used (\(error))")
+        }
+        var startupConnection = PostgresConnection.Configuration(
+            host: address.host, port: address.port, username: address.user, password: settings.password,
+            database: address.database, tls: tls.required ? .require(context) : .prefer(context))
+        startupConnection.options.connectTimeout = .milliseconds(settings.operationTimeoutMilliseconds)
+        startupConnection.options.additionalStartupParameters = [("application_name", "tokend \(settings.nodeName)")]
+        self.startupConnection = startupConnection
+        self.eventLoopGroup = eventLoopGroup
         configuration.options.maximumConnections = 8
         configuration.options.keepAliveBehavior = .init(frequency: .seconds(10))
         configuration.options.additionalStartupParameters = [("application_name", "tokend \(settings.nodeName)")]
@@ -106,12 +123,12 @@ public final class PostgresCredentialStore: CredentialStore {
         runTask = Task { await client.run() }
     }
 
-    /// The client's TLS settings; the CA file is read now, so a missing or unreadable one is
-    /// reported at start, naming it.
-    static func tls(_ mode: PostgresTLSMode) throws -> PostgresClient.Configuration.TLS {
+    /// The connections' TLS settings, and whether TLS is required; the CA file is read now, so a
+    /// missing or unreadable one is reported at start, naming it.
+    static func tls(_ mode: PostgresTLSMode) throws -> (configuration: TLSConfiguration, required: Bool) {
         switch mode {
         case .prefer:
-            return .prefer(.makeClientConfiguration())
+            return (.makeClientConfiguration(), false)
         case .verifyFull(let caFile):
             let roots: [NIOSSLCertificate]
             do {
@@ -125,7 +142,7 @@ public final class PostgresCredentialStore: CredentialStore {
             var configuration = TLSConfiguration.makeClientConfiguration()
             configuration.trustRoots = .certificates(roots)
             configuration.certificateVerification = .fullVerification
-            return .require(configuration)
+            return (configuration, true)
         }
     }
 
@@ -199,6 +216,18 @@ public final class PostgresCredentialStore: CredentialStore {
     /// How long ``close()`` waits for the database client to wind down.
     static let closeLimit = Duration.seconds(5)
 
+    /// Start-up's first contact, on a connection of its own: the pool retries a refused login
+    /// until the operation times out, so a wrong password would read as "did not answer"; one
+    /// connection reports the server's refusal ("password authentication failed …") at once.
+    func connectOnce() async throws {
+        let (configuration, group, logger) = (startupConnection, eventLoopGroup, logger)
+        try await run("connect to the shared store's database") { _ in
+            let connection = try await PostgresConnection.connect(
+                on: group.any(), configuration: configuration, id: 0, logger: logger)
+            try await connection.close()
+        }
+    }
+
     public func probeWriter() async throws {
         try await run("probe the database") { client in
             try await client.query("SELECT 1", logger: self.logger).collect()
@@ -262,7 +291,13 @@ public final class PostgresCredentialStore: CredentialStore {
                 let message = info[.message] ?? "error"
                 return ("PostgreSQL error \(state): \(message)", true)
             }
-            return ("the database is unreachable (\(error.code))", false)
+            if error.code == .sslUnsupported {
+                return ("the server does not offer TLS, which the store's tls setting requires", false)
+            }
+            // What lies under a connection failure (refused, a TLS certificate that does not
+            // verify) is what an operator needs; it carries no bound value.
+            let cause = error.underlying.map { ": " + String(String(describing: $0).prefix(200)) } ?? ""
+            return ("the database is unreachable (\(error.code)\(cause))", false)
         }
         if error is CancellationError { return ("cancelled", false) }
         return ("the database is unreachable (\(type(of: error)))", false)

@@ -132,7 +132,8 @@ struct SharedStoreIntegrityTests {
         await #expect(throws: (any Error).self, "a node started against a database without TLS") {
             try await fleet.nodes[0].start(timeout: .seconds(30))
         }
-        #expect(fleet.nodes[0].log.contains("store"), "\(fleet.nodes[0].log.suffix(2000))")
+        #expect(
+            fleet.nodes[0].log.contains("the shared store's database: the server does not offer TLS"), "\(fleet.nodes[0].log.suffix(2000))")
         await fleet.stop()
     }
 

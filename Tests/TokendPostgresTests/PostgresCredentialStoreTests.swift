@@ -136,6 +136,8 @@ struct PostgresCredentialStoreTests {
                 Issue.record("opened with a wrong password")
             } catch let error as StorageError {
                 #expect(error.code == .database)
+                // The server's own refusal, not a timeout (the pool alone retries a refused login).
+                #expect(error.description.contains("password authentication failed"), "\(error)")
                 #expect(!error.description.contains("not-the-password-123"))
                 #expect(!error.description.contains(PostgresServer.password))
             }
