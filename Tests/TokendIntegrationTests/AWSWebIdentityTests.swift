@@ -32,7 +32,9 @@ struct AWSWebIdentityTests {
 
         func start() async throws { try await process.startListening(on: port, name: "moto_server") }
 
-        func stop() { if process.isRunning { kill(process.processIdentifier, SIGTERM) } }
+        func stop() { process.stopStandIn() }
+
+        deinit { process.stopStandIn() }
     }
 
     /// Runs boto3 with the profile; returns its answer (`arn` and `sent`, or `error`).

@@ -29,9 +29,9 @@ final class BearerGate: @unchecked Sendable {
         return (lines.filter { $0.hasPrefix("accepted") }.count, lines.filter { $0.hasPrefix("refused") }.count)
     }
 
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-    }
+    func stop() { process.stopStandIn() }
+
+    deinit { process.stopStandIn() }
 }
 
 /// git and kubectl from Debian getting tokend's tokens through `tokenctl git-credential` and

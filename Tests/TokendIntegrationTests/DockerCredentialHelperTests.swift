@@ -75,8 +75,10 @@ final class TokenAuthRegistry: @unchecked Sendable {
     }
 
     func stop() {
-        for process in [realm, registry] where process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        for process in [realm, registry] { process.stopStandIn() }
     }
+
+    deinit { stop() }
 }
 
 /// The first 16 hex digits of a token's SHA-256, as the test servers log it (the token goes to

@@ -30,7 +30,9 @@ struct GoogleExternalAccountTests {
             ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         }
 
-        func stop() { if process.isRunning { kill(process.processIdentifier, SIGTERM) } }
+        func stop() { process.stopStandIn() }
+
+        deinit { process.stopStandIn() }
     }
 
     /// Writes the credential configuration for `user` and runs google-auth on it.

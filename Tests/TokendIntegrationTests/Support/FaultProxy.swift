@@ -130,6 +130,15 @@ struct IdPDaemon {
 }
 
 extension Process {
+    /// Stops a test's stand-in server and reaps it. SIGKILL, not SIGTERM: the test process's
+    /// children start with its blocked signals, SIGTERM among them, so a Python stand-in never saw
+    /// a SIGTERM and outlived the suite. The stand-ins keep nothing that needs a clean exit.
+    func stopStandIn() {
+        guard isRunning else { return }
+        kill(processIdentifier, SIGKILL)
+        waitUntilExit()
+    }
+
     /// A Python test helper of this repository, run by the test venv's interpreter, its output discarded.
     func configurePythonScript(_ path: String, _ arguments: [String]) {
         executableURL = URL(fileURLWithPath: IdentityProvider.python)
