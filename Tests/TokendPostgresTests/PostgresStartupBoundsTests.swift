@@ -1,21 +1,19 @@
 import Testing
-import TokendPostgres
 import TokendStorage
 import TokendTestSupport
+
+@testable import TokendPostgres
 
 /// How long a node's start-up may wait on the shared store: for another node's migration, longer
 /// than one operation may take; for a database that is down, no longer than one operation.
 @Suite(.serialized, .enabled(if: PostgresServer.isAvailable, "needs PostgreSQL 15 (scripts/setup-host.sh) and root"))
 struct PostgresStartupBoundsTests {
-    /// The key tokend's migrations lock (`PostgresCredentialStore.migrationLockKey`).
-    static let migrationLockKey: Int64 = 0x746F_6B65_6E64
-
     /// Another node holds the migration lock for 10 s; this node, with the default operation
     /// timeout (5 s), waits for it and opens instead of failing with "did not answer within 5s".
     @Test func aNodeWaitsForAnotherNodesMigrationLongerThanOneOperation() async throws {
         try await withServer { server in
             let holder = Task {
-                try await server.psql("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey)); SELECT pg_sleep(10)")
+                try await server.psql("SELECT pg_advisory_xact_lock(\(PostgresCredentialStore.migrationLockKey)); SELECT pg_sleep(10)")
             }
             var held = false
             for _ in 0..<300 where !held {
