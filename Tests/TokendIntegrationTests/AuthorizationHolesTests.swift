@@ -185,8 +185,8 @@ struct AuthorizationHolesTests {
         let answer = try await waiting
         #expect(answer.errorName == "io.tokend.TokenProvider.PermissionDenied", "\(answer)")
         #expect(!String(describing: answer).contains(replacement), "the reader never gets the new credential's token")
-        proxy.stop()
         try await setup.daemon.stop()
+        proxy.stop()
         await setup.idp.stop()
     }
 

@@ -146,8 +146,8 @@ struct IdPFaultTests {
             payload.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
             + String(repeating: "=", count: (4 - payload.count % 4) % 4)
         #expect(String(decoding: Data(base64Encoded: padded) ?? Data(), as: UTF8.self).contains(#""sub": "alice""#))
-        proxy.stop()
         try await setup.stop()
+        proxy.stop()
     }
 
     /// A server that quotes the refused refresh token in its `error_description`: the reason

@@ -121,8 +121,8 @@ struct OAuthRefreshTests {
         #expect(stats["token_posts"] as? Int == 16)
         #expect((stats["max_inflight"] as? Int ?? 99) <= 4, "\(stats)")
         #expect((stats["max_inflight"] as? Int ?? 0) >= 2, "grants did run in parallel: \(stats)")
-        proxy.stop()
         try await setup.stop()
+        proxy.stop()
     }
 
     /// Once tokend's own grant has used the refresh token (without rotation, so it is still the
@@ -183,8 +183,8 @@ struct OAuthRefreshTests {
         }
         #expect(recovered)
         #expect(try client.call(Tokens.tokenCall(user: "alice")).accessToken != minted["access_token"] as? String)
-        proxy.stop()
         try await setup.stop()
+        proxy.stop()
     }
 
     @Test(arguments: ["malformed_json", "no_access_token", "html", "hang", "reset"])
@@ -209,7 +209,7 @@ struct OAuthRefreshTests {
             daemon.stateDirectory + "/tokend.sqlite", "SELECT grant_started_at IS NOT NULL FROM credentials WHERE user_identifier = 'alice'"
         )
         #expect(marked == (mode == "html" ? "0" : "1"), "\(mode): marker \(marked)")
-        proxy.stop()
         try await setup.stop()
+        proxy.stop()
     }
 }

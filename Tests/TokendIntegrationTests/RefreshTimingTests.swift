@@ -130,8 +130,8 @@ struct RefreshTimingTests {
         // A second caller right after is served the new token, not a second grant.
         let again = try client.call(Tokens.tokenCall(user: "alice", minValid: 1))
         #expect(again.accessToken == reply.accessToken)
-        proxy.stop()
         try await setup.stop()
+        proxy.stop()
     }
 }
 
@@ -183,8 +183,8 @@ struct TokenLifetimeAnswerTests {
         let log = setup.daemon.log
         #expect(log.components(separatedBy: "token lifetime unknown; assuming assumed_lifetime").count - 1 == 1, "\(log.suffix(3000))")
         #expect(log.contains("expires_in is 0"))
-        proxy.stop()
         try await setup.stop()
+        proxy.stop()
     }
 
     @Test func aProviderWhoseTokensNeverGetFresherIsRetriedWithBackoffNotInALoop() async throws {
@@ -209,8 +209,8 @@ struct TokenLifetimeAnswerTests {
         #expect(status["state"] as? String == "retrying", "\(status)")
         #expect((status["lastError"] as? String)?.contains("no fresher") == true, "\(status)")
         #expect(setup.daemon.log.contains("refresh brought no fresher token"))
-        proxy.stop()
         try await setup.stop()
+        proxy.stop()
     }
 
     @Test func aTokenThatHasExpiredOnArrivalIsATypedFailureWithBackoff() async throws {
@@ -227,8 +227,8 @@ struct TokenLifetimeAnswerTests {
         #expect(record.expired == 0, "an expired token was served")
         #expect(record.errors.isEmpty, "\(record.errors.prefix(3))")
         #expect(record.tokens == [minted["access_token"] as! String])
-        proxy.stop()
         try await setup.stop()
+        proxy.stop()
     }
 }
 

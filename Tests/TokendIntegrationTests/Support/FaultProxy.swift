@@ -43,9 +43,9 @@ final class FaultProxy: @unchecked Sendable {
         return (try? RawClient.object(result.stdout)) ?? [:]
     }
 
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-    }
+    /// Stops the proxy and reaps it (see `Process.stopStandIn()`). A test stops the daemon first:
+    /// a grant still in flight then ends as the daemon's own stop decides, not as a dropped connection.
+    func stop() { process.stopStandIn() }
 
     /// Takes the server down at once (SIGKILL) and waits until its port refuses connections.
     func bringDown() async throws {
@@ -57,7 +57,7 @@ final class FaultProxy: @unchecked Sendable {
         guard !FreePort.isListening(port) else { throw TestFailure("the fault proxy is still listening") }
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit { process.stopStandIn() }
 }
 
 /// A tokend set up against the test IdP: the daemon's directory holds the client secret.

@@ -101,9 +101,8 @@ final class StandInPDA: @unchecked Sendable {
         print(urllib.request.urlopen(req, timeout=10).read().decode())
         """
 
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-    }
+    /// Stops the PDA and reaps it (see `Process.stopStandIn()`).
+    func stop() { process.stopStandIn() }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit { process.stopStandIn() }
 }
