@@ -8,6 +8,10 @@ import TokendStorage
 /// rows without a tag are ever tagged, and the way a node that holds the store (another id,
 /// none, a lower schema version, see ``StoreAdmission``) serves it again.
 extension PostgresCredentialStore: AdoptableStore {
+    /// How long an adoption may take: it reads (and may tag) every row in one transaction,
+    /// under the migration lock, which nodes starting meanwhile wait for.
+    static let adoptionLimit = Duration.seconds(1800)
+
     public func adopt(_ request: StoreAdoptionRequest) async throws -> StoreAdoptionReport {
         let node = settings.nodeName
         let logger = logger
@@ -15,7 +19,7 @@ extension PostgresCredentialStore: AdoptableStore {
         let record = memory.record
         let floors = memory.floors()
         let held = heldReason.withLock { $0 }
-        let limit = max(Self.migrationLimit, .milliseconds(settings.operationTimeoutMilliseconds))
+        let limit = max(Self.adoptionLimit, .milliseconds(settings.operationTimeoutMilliseconds))
         let (report, accepted, keptFloors): (StoreAdoptionReport, [String: Int64], Bool) = try await run(
             "adopt the shared store", limit: limit
         ) { client in

@@ -27,7 +27,9 @@ extension Tokenctl.Store {
                 whose tag was removed). After checking the store, adopt it on each node: its schema \
                 is brought up to date, credentials without a tag are tagged as they stand, and the \
                 node records the store. Run with --dry-run first: it lists what adoption would do, \
-                with who may read each credential it would vouch for, and changes nothing.
+                with who may read each credential it would vouch for, and changes nothing. \
+                Adoption reads every credential of the store: for a large store, give --timeout \
+                enough seconds (tokend finishes an adoption it has begun either way).
                 """
         )
 
