@@ -75,6 +75,8 @@ extension ServedMethod {
             MethodDescriptor(isWrite: true, callers: .administrators, metricsLabel: "RotateKey")
         case .tokenProvider(.backup):
             MethodDescriptor(isWrite: false, callers: .administrators, requiresMore: true, metricsLabel: "Backup")
+        case .tokenProvider(.adoptStore):
+            MethodDescriptor(isWrite: true, callers: .administrators, metricsLabel: "AdoptStore")
         case .tokenProvider(.beginLogin):
             // Nothing is stored until the login completes.
             MethodDescriptor(isWrite: false, callers: .credentialManagers, metricsLabel: "BeginLogin")

@@ -191,6 +191,43 @@ public enum TokenProviderInterface {
         # answers StorageFailed: back it up with pg_dump.
         method Backup() -> (data: string, bytes: ?int, credentials: ?int, schemaVersion: ?int)
 
+        # A credential of the shared store as adopting it found it: who may read it, as stored.
+        type AdoptedCredential (
+          userIdentifier: string,
+          provider: string,
+          readers: []string,
+          enrolledUid: int,
+          generation: int,
+          # Why it stays refused, or what needs a look.
+          problem: ?string
+        )
+
+        # Confirms the shared PostgreSQL store as it is, after an administrator checked it: its id
+        # (restored if it was deleted), its schema brought up to date, credentials without an
+        # authentication tag tagged as they stand (tagged; at most 200 listed per kind, the counts say
+        # how many in all), and this node's record of the store, so that a node holding the store
+        # (another id, none, a lower schema version) serves it again. dryRun changes nothing.
+        # restored: the store was restored from an older copy on purpose, so credentials older than
+        # this node had seen (rolledBack) are served. Administrators only; a SQLite store answers
+        # StorageFailed.
+        method AdoptStore(dryRun: ?bool, restored: ?bool) -> (
+          storeId: string,
+          recordedStoreId: ?string,
+          schemaVersionBefore: int,
+          schemaVersion: int,
+          heldBecause: ?string,
+          tagged: []AdoptedCredential,
+          taggedCount: int,
+          carriedOver: int,
+          rolledBack: []AdoptedCredential,
+          rolledBackCount: int,
+          refused: []AdoptedCredential,
+          refusedCount: int,
+          credentials: int,
+          dryRun: bool,
+          restored: bool
+        )
+
         # Starts a login of userIdentifier at provider, run by tokend itself so that the tokens go
         # straight from the provider into the store. flow is device (RFC 8628), code (authorization
         # code with PKCE over a loopback redirect, RFC 7636 and RFC 8252) or hat (a HAT PDA's hatlogin

@@ -97,6 +97,11 @@ struct CallRouter: Sendable {
             return deferred(on: eventLoop, caller: caller, what: "backing up the store", timeout: Self.backupTimeout) { [registry] in
                 BackupReplies.encode(try await registry.backup(caller: caller))
             }
+        case .tokenProvider(.adoptStore):
+            let request = try StoreAdoptionReplies.request(call.parameters)
+            return deferred(on: eventLoop, caller: caller, what: "adopting the store", timeout: Self.backupTimeout) { [registry] in
+                [reply(StoreAdoptionReplies.parameters(try await registry.adoptStore(request, caller: caller)))]
+            }
         case .tokenProvider(.beginLogin):
             return try beginLogin(call, caller: caller, eventLoop: eventLoop)
         case .tokenProvider(.completeLogin):
@@ -115,7 +120,8 @@ struct CallRouter: Sendable {
         }
     }
 
-    /// A backup copies the whole store: it may take longer than a token call.
+    /// A backup copies the whole store, and adopting a shared store reads every row: either may
+    /// take longer than a token call.
     static let backupTimeout = Duration.seconds(300)
 
     // MARK: ProvideTokenReplacement
