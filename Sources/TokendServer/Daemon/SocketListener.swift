@@ -27,15 +27,33 @@ struct SocketListener {
     /// Calls by method and error.
     var requestMetrics = RequestMetrics()
 
+    /// The accept queue of a socket tokend binds itself.
+    static let backlog: CInt = 1024
+
     /// Binds `path` (replacing a stale socket file, refusing one a live process listens on) with
     /// its mode set before any client can reach it (``UnixSocketFile``).
-    func bind(path: String, mode: UInt32, group: any EventLoopGroup) async throws -> any Channel {
+    ///
+    /// - Returns: The serving channel and the socket file, to remove at stop.
+    func bind(path: String, mode: UInt32, group: any EventLoopGroup) async throws -> (any Channel, OwnedSocketFile) {
         try Self.removeStaleSocket(at: path)
-        let bootstrap = bootstrap(group: group)
-        return try await UnixSocketFile.bind(
-            path: path, mode: mode_t(mode),
-            bind: { try await bootstrap.bind(unixDomainSocketPath: $0).get() },
-            close: { try? await $0.close() })
+        let placed = try UnixSocketFile.listen(at: path, mode: mode_t(mode), backlog: Self.backlog)
+        if placed.othersMayReplaceIt {
+            logger.warning(
+                """
+                other users may write the socket's directory (no sticky bit): they can remove or replace the socket; \
+                put it in a directory only root and tokend can write
+                """, metadata: ["socket": "\(path)"])
+        }
+        do {
+            let channel = try await bootstrap(group: group).withBoundSocket(placed.descriptor).get()
+            // NIO listens again on an adopted socket with its default backlog; this one keeps its own.
+            Glibc.listen(placed.descriptor, Self.backlog)
+            return (channel, placed.file)
+        } catch {
+            close(placed.descriptor)
+            placed.file.remove()
+            throw error
+        }
     }
 
     /// Serves on a socket inherited from the service manager (socket activation).

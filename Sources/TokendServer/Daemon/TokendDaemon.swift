@@ -213,11 +213,8 @@ public final class TokendDaemon: Service {
             return ListeningSocket(channel: channel, ownedFile: nil, description: "\(path) (socket activation)")
         }
         try makeDirectory(parentOf: configuration.socketPath, mode: 0o755)
-        let channel = try await listener.bind(
-            path: configuration.socketPath, mode: configuration.socketMode, group: group)
-        return ListeningSocket(
-            channel: channel, ownedFile: OwnedSocketFile(path: configuration.socketPath),
-            description: configuration.socketPath)
+        let (channel, file) = try await listener.bind(path: configuration.socketPath, mode: configuration.socketMode, group: group)
+        return ListeningSocket(channel: channel, ownedFile: file, description: configuration.socketPath)
     }
 
     // MARK: Metrics
