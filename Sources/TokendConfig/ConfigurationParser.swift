@@ -43,6 +43,7 @@ public struct ConfigurationParser {
         if let max = try daemon.integer("max_pipelined_calls", in: 1...100_000) { configuration.maxPipelinedCalls = max }
         if let timeout = try daemon.duration("call_timeout") { configuration.callTimeout = timeout }
         if let max = try daemon.integer("max_grants_in_flight", in: 1...10_000) { configuration.refreshLimits.maxGrantsInFlight = max }
+        if let max = try daemon.integer("max_relogin_commands", in: 1...1000) { configuration.refreshLimits.maxReloginCommands = max }
         if let interval = try daemon.duration("forced_refresh_interval") { configuration.refreshLimits.forcedRefreshInterval = interval }
         if let initial = try daemon.duration("retry_initial") { configuration.refreshLimits.retryInitial = initial }
         if let maximum = try daemon.duration("retry_max") { configuration.refreshLimits.retryMaximum = maximum }

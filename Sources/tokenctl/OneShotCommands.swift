@@ -39,7 +39,10 @@ enum OneShotCommands {
 
     private static func reason(_ error: TokendClientError, user: String) -> String {
         guard error.code == .reauthenticationRequired else { return error.message }
-        return error.message + "; log in again: tokenctl login \(user) --provider <provider> --replace"
+        return error.message + "; log in again: "
+            + (user.hasPrefix("-")
+                ? "tokenctl login --provider <provider> --replace -- \(ShellWord.quoted(user))"
+                : "tokenctl login \(ShellWord.quoted(user)) --provider <provider> --replace")
     }
 
     /// Prints the access token and a newline, and nothing else.
