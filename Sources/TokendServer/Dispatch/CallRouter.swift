@@ -258,13 +258,17 @@ struct CallRouter: Sendable {
         let user = try ParameterReader(call.parameters).optionalString("userIdentifier")
         let now = now()
         let policy = settings.current.accessPolicy
+        let administrator = policy.isAdmin(caller)
         // Sorted only when listed: with a million credentials sorting costs more than counting.
         let all = user == nil ? view.snapshot() : view.unsortedSnapshot()
-        var daemonFields = daemonStatus(all, now: now)
-        addStoreStatus(&daemonFields)
+        let visible = administrator ? all : all.filter { policy.mayInspect(caller, readers: $0.resolvedReaders) }
+        // Someone who is not an administrator learns about their own credentials only: counts of
+        // theirs, no node names, and that the store is unavailable but not the database's words.
+        var daemonFields = daemonStatus(visible, now: now)
+        addStoreStatus(&daemonFields, administrator: administrator)
         daemonFields.caller = usage(of: caller)
         let daemon = daemonFields.json
-        let leases = coordination.leaseHolders()
+        let leases = administrator ? coordination.leaseHolders() : [:]
         if let user {
             guard let entry = view[user] else { throw missing(user, caller: caller, method: call.method) }
             guard policy.mayInspect(caller, readers: entry.resolvedReaders) else {
@@ -276,7 +280,6 @@ struct CallRouter: Sendable {
                     "daemon": .object(daemon), "credentials": .array([.object(withLease(entry.credentialStatus(now: now), leases).json)]),
                 ]))
         }
-        let visible = all.filter { policy.mayInspect(caller, readers: $0.resolvedReaders) }
         func statuses(_ entries: ArraySlice<ViewEntry>) -> JSONValue {
             .array(entries.map { JSONValue.object(withLease($0.credentialStatus(now: now), leases).json) })
         }
