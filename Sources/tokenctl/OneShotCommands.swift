@@ -25,7 +25,8 @@ enum OneShotCommands {
     ) -> Result<Credentials, TokendClientError> {
         Result { () throws(TokendClientError) in
             try OneShotCall.credentials(
-                socketPath: common.socket, for: common.user, minValidity: .seconds(common.minValidSeconds), rejectedToken: rejectedToken,
+                socketPath: common.socket, administratorsSocketPath: GlobalOptions.administratorsSocket(explicit: common.socket),
+                for: common.user, minValidity: .seconds(common.minValidSeconds), rejectedToken: rejectedToken,
                 scope: scope, resource: resource, timeout: .seconds(common.timeoutSeconds))
         }
     }
@@ -60,7 +61,8 @@ enum OneShotCommands {
     static func dpopHeaders(_ common: OneShotCommandLine.Common, method: String, url: String, nonce: String?) -> Int32 {
         do {
             let proof = try OneShotCall.dpopProof(
-                socketPath: common.socket, for: common.user, httpMethod: method, httpURI: url, nonce: nonce,
+                socketPath: common.socket, administratorsSocketPath: GlobalOptions.administratorsSocket(explicit: common.socket),
+                for: common.user, httpMethod: method, httpURI: url, nonce: nonce,
                 minValidity: .seconds(common.minValidSeconds), timeout: .seconds(common.timeoutSeconds))
             Terminal.writeOutput(proof.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n"))
             return TokenctlExitStatus.success

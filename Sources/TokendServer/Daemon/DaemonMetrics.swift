@@ -162,7 +162,7 @@ final class StateGauges: Sendable {
     }
 
     /// Brings every gauge up to date.
-    func update(view: CredentialView, limiter: ConnectionLimiter, now: Timestamp) {
+    func update(view: CredentialView, limiters: [ConnectionLimiter], now: Timestamp) {
         var counts: [CredentialState: Int] = [:]
         var next: Timestamp?
         var shorterThanMargin = 0
@@ -189,7 +189,9 @@ final class StateGauges: Sendable {
         } else {
             nextRefresh.record(-1)
         }
-        let totals = limiter.totals
+        let totals = limiters.map(\.totals).reduce((open: 0, accepted: 0, refused: 0)) {
+            (open: $0.open + $1.open, accepted: $0.accepted + $1.accepted, refused: $0.refused + $1.refused)
+        }
         connections.record(totals.open)
         // Counters only go up: add what happened since the last update.
         let (newAccepted, newRefused) = reported.withLock { reported -> (Int, Int) in

@@ -24,6 +24,8 @@ struct CallRouter: Sendable {
     let callsInFlight = CallsInFlight()
     /// Open connections per uid, for the caller's usage in `Status`.
     let connections: ConnectionLimiter
+    /// Those on the administrators' socket, counted with them.
+    var administratorsConnections: ConnectionLimiter?
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
     var coordination: any RefreshCoordination = LocalRefreshCoordination()
 
@@ -311,7 +313,9 @@ struct CallRouter: Sendable {
         let facts = try? caller.programFacts(withHash: false).get()
         return QuotaUsage(
             uid: Int64(caller.uid), administrator: current.accessPolicy.isAdmin(caller),
-            connections: Int64(connections.openConnections(uid: caller.uid)), maxConnections: Int64(current.quotas.connectionsPerUID),
+            connections: Int64(
+                connections.openConnections(uid: caller.uid) + (administratorsConnections?.openConnections(uid: caller.uid) ?? 0)),
+            maxConnections: Int64(current.quotas.connectionsPerUID),
             credentials: Int64(view.countHeld(by: caller.uid)), maxCredentials: Int64(current.quotas.credentialsPerUID),
             callsInFlight: Int64(callsInFlight.count(uid: caller.uid)), maxCallsInFlight: Int64(current.quotas.callsInFlightPerUID),
             unit: facts?.unit, executable: facts?.executable
