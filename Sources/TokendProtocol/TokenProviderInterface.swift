@@ -25,7 +25,9 @@ public enum TokenProviderInterface {
           scope: ?string
         )
 
-        # The daemon as a whole.
+        # The daemon as a whole, as the caller may see it: for a caller who is not an administrator,
+        # the counts are of the credentials it may inspect, storeProblem only says that the store cannot
+        # be reached, and node and nodes are absent.
         type DaemonStatus (
           version: string,
           startedAt: int,
@@ -160,8 +162,9 @@ public enum TokenProviderInterface {
         # new warning as thresholds pass. It ends only when the client disconnects or the daemon stops.
         method WatchReloginWarnings() -> (warnings: []ReloginWarning)
 
-        # The daemon's status and the credentials the caller may see. For all credentials, call with
-        # more: the first reply carries daemon, the following ones further credentials.
+        # The daemon's status and the credentials the caller may see (leaseHolder and leaseExpiresAt
+        # for administrators only). For all credentials, call with more: the first reply carries daemon,
+        # the following ones further credentials.
         method Status(userIdentifier: ?string) -> (daemon: ?DaemonStatus, credentials: []CredentialStatus)
 
         # Stores a credential from a token endpoint response. readers defaults to the caller's uid.
