@@ -85,11 +85,10 @@ final class PassedSocketsDaemon: @unchecked Sendable {
     ///   - configuration: tokend.toml's text.
     ///   - directory: the scratch directory (a new one by default).
     init(configuration: String = DaemonProcess.configuration(), directory: ScratchDirectory? = nil) throws {
-        self.directory = try directory ?? ScratchDirectory()
-        try self.directory.write("tokend.toml", configuration)
-        try self.directory.write("client-secret", "test-client-secret\n", mode: 0o600)
-        logPath = self.directory.file("tokend.log")
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        // The directory, configuration, client secret and log as DaemonProcess lays them out.
+        let prepared = try DaemonProcess(configuration: configuration, directory: directory)
+        self.directory = prepared.directory
+        logPath = prepared.logPath
     }
 
     /// Starts tokend on `sockets` and waits until the first one answers.
