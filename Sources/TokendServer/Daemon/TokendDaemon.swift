@@ -47,6 +47,8 @@ public final class TokendDaemon: Service {
     let environment: [String: String]
     let options: Options
     let notifier: SystemdNotifier
+    /// What start-up found that does not do what the configuration says (also in `Status`).
+    let setupWarnings = SetupWarnings()
 
     /// - Parameters:
     ///   - configuration: the validated configuration.
@@ -123,6 +125,10 @@ public final class TokendDaemon: Service {
             now: WallClock.now, connections: limiter, coordination: opened.coordination
         )
         router.administratorsConnections = administratorsLimiter
+        let readerWarnings = ReaderWarnings(availability: ProgramFactsProbe.probe())
+        router.readerWarnings = readerWarnings
+        router.setupWarnings = setupWarnings
+        reportReaders(readerWarnings, in: view)
         let listener = SocketListener(
             router: router,
             limiter: limiter,
@@ -137,8 +143,15 @@ public final class TokendDaemon: Service {
         // connections, accepted or refused, queue ahead of an administrator's there.
         let administratorsLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { administratorsLoop.shutdownGracefully { _ in } }
-        let sockets = try await listen(listener, administratorsLoop: administratorsLoop)
+        // Metrics first: once a client can connect, everything tokend serves is up.
         let metrics = try await startMetrics(view: view, limiters: [limiter, administratorsLimiter])
+        let sockets: [ListeningSocket]
+        do {
+            sockets = try await listen(listener, administratorsLoop: administratorsLoop)
+        } catch {
+            await stopMetrics(metrics)
+            throw error
+        }
 
         // Ready: the socket listens and the store is open.
         let status = StatusReporter(
@@ -249,6 +262,7 @@ public final class TokendDaemon: Service {
                 }
                 let channel = try await listener.adopt(descriptor: descriptor, role: role, group: group(role))
                 let path = ListenFDs.boundPath(of: descriptor) ?? "fd \(descriptor)"
+                if role == .varlink { checkSocketMode(ofPassed: path) }
                 sockets.append(
                     ListeningSocket(role: role, channel: channel, ownedFile: nil, description: "\(path) (socket activation)"))
                 if role == .varlink, path != configuration.socketPath {
@@ -277,6 +291,35 @@ public final class TokendDaemon: Service {
                 metadata: ["names": "\(passed.names.joined(separator: ":"))"])
         }
         return sockets
+    }
+
+    /// `daemon.socket_mode` does nothing when systemd makes the socket: said when it asks for
+    /// another mode than the default and the passed socket does not have it (`SocketMode=` of the
+    /// socket unit is the place).
+    private func checkSocketMode(ofPassed path: String) {
+        guard configuration.socketMode != DaemonConfiguration.defaultSocketMode else { return }
+        let wanted = String(configuration.socketMode, radix: 8)
+        var info = stat()
+        let actual = path.hasPrefix("/") && stat(path, &info) == 0 ? String(info.st_mode & 0o777, radix: 8) : nil
+        guard actual.map({ UInt32($0, radix: 8) != configuration.socketMode }) ?? true else { return }
+        let warning =
+            "daemon.socket_mode is \"0\(wanted)\" but the socket systemd passed (\(path)) has mode "
+            + (actual.map { "0\($0)" } ?? "unknown")
+            + ": with socket activation the socket unit makes the socket, so set SocketMode= (and SocketGroup=) in tokend.socket "
+            + "(systemctl edit tokend.socket); socket_mode applies only when tokend binds the socket itself"
+        logger.warning("\(warning)")
+        setupWarnings.add(warning)
+    }
+
+    /// Says at start which credentials have readers that grant nothing on this host.
+    private func reportReaders(_ readers: ReaderWarnings, in view: CredentialView) {
+        for entry in view.snapshot() {
+            let problems = readers.problems(entry.readers)
+            guard !problems.isEmpty else { continue }
+            logger.warning(
+                "credential has readers that grant nothing here",
+                metadata: ["user_identifier": "\(entry.userIdentifier)", "problems": "\(problems.joined(separator: "; "))"])
+        }
     }
 
     // MARK: Metrics
@@ -376,6 +419,10 @@ public final class TokendDaemon: Service {
             }
         }
         await scheduler.value
+        await stopMetrics(metrics)
+    }
+
+    private func stopMetrics(_ metrics: RunningMetrics) async {
         if let channel = metrics.channel { try? await channel.close() }
         metrics.socketFile?.remove()
     }

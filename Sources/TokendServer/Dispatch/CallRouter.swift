@@ -28,6 +28,11 @@ struct CallRouter: Sendable {
     var administratorsConnections: ConnectionLimiter?
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
     var coordination: any RefreshCoordination = LocalRefreshCoordination()
+    /// Readers that grant nothing on this host, said at enrolment and in `Status` (nil: not judged).
+    var readerWarnings: ReaderWarnings?
+    /// What tokend found at start that does not do what the configuration says, for
+    /// administrators' `Status` (a `socket_mode` the passed socket does not have).
+    var setupWarnings = SetupWarnings()
 
     /// Answers `call`, whose method the connection parsed into `method` (nil: not served).
     func route(_ call: VarlinkCall, method: ServedMethod?, caller: CallerIdentity, eventLoop: any EventLoop) -> CallOutcome {
@@ -80,15 +85,24 @@ struct CallRouter: Sendable {
             return watchReloginWarnings(caller: caller)
         case .tokenProvider(.addCredential):
             let request = try AddCredentialRequest(json: call.parameters)
+            let warnings = readerWarnings?.problems(texts: request.readers ?? []) ?? []
             return deferred(on: eventLoop, caller: caller, what: "adding the credential") { [registry] in
                 try await registry.add(request, caller: caller)
-                return [reply([:])]
+                return [reply(warnings.isEmpty ? [:] : ["warnings": .array(warnings.map(JSONValue.string))])]
             }
         case .tokenProvider(.removeCredential):
-            let user = try ParameterReader(call.parameters).string("userIdentifier")
+            let parameters = ParameterReader(call.parameters)
+            let user = try parameters.string("userIdentifier")
+            let anyway = try parameters.optionalBool("revokeAnyway") ?? false
+            // Revoking what a caller added could kill a grant behind someone else's credential
+            // (``RevocationRule``): only an administrator asks it, knowing where the tokens came from.
+            if anyway, !settings.current.accessPolicy.isAdmin(caller) {
+                logDenied(caller, method: call.method, user: user)
+                throw .permissionDenied(user, reason: "only administrators may revoke tokens tokend did not get from the provider")
+            }
             return deferred(on: eventLoop, caller: caller, what: "removing the credential") { [registry] in
-                try await registry.remove(user, caller: caller)
-                return [reply([:])]
+                let result = try await registry.remove(user, caller: caller, revokeAnyway: anyway)
+                return [reply(result.json)]
             }
         case .tokenProvider(.rotateKey):
             return deferred(on: eventLoop, caller: caller, what: "rotating the key") { [registry] in
@@ -275,6 +289,10 @@ struct CallRouter: Sendable {
         var daemonFields = daemonStatus(visible, now: now)
         addStoreStatus(&daemonFields, administrator: administrator)
         daemonFields.caller = usage(of: caller)
+        if administrator {
+            let warnings = setupWarnings.all + [readerWarnings?.summary(of: all)].compactMap { $0 }
+            daemonFields.warnings = warnings.isEmpty ? nil : warnings
+        }
         let daemon = daemonFields.json
         let leases = administrator ? coordination.leaseHolders() : [:]
         if let user {
