@@ -1,4 +1,3 @@
-import Synchronization
 import TokendCore
 import TokendStorage
 
@@ -61,41 +60,13 @@ enum ProgramIdentity {
         return ready == 0
     }
 
-    // MARK: Hash cache
-
-    struct FileKey: Hashable {
-        var device: UInt64
-        var inode: UInt64
-        var modifiedSeconds: Int
-        var modifiedNanoseconds: Int
-        var size: Int
-    }
-
-    /// Hashes by file identity and version, so an executable is read once while unchanged.
-    private static let hashes = Mutex<[FileKey: String]>([:])
-    private static let maximumCachedHashes = 1024
-
     /// The sha256 of the file the process runs (opened through `/proc/PID/exe`, so a file
     /// replaced at the same path since is not what is hashed).
     static func sha256(ofExecutableOf pid: Int32) -> Result<String, FileDigest.Failure> {
         let fd = open("/proc/\(pid)/exe", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return .failure(.readFailed(errno: errno)) }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return .failure(.readFailed(errno: errno)) }
-        guard Int(info.st_size) <= maximumHashedBytes else { return .failure(.tooLarge(limit: maximumHashedBytes)) }
-        let key = FileKey(
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), modifiedSeconds: Int(info.st_mtim.tv_sec),
-            modifiedNanoseconds: Int(info.st_mtim.tv_nsec), size: Int(info.st_size))
-        if let known = hashes.withLock({ $0[key] }) { return .success(known) }
-        let result = FileDigest.sha256(of: fd, limit: maximumHashedBytes)
-        if case .success(let hex) = result {
-            hashes.withLock { cache in
-                if cache.count >= maximumCachedHashes { cache.removeAll() }
-                cache[key] = hex
-            }
-        }
-        return result
+        return ExecutableHashes.sha256(of: fd, limit: maximumHashedBytes, now: ExecutableHashes.now())
     }
 
     // MARK: /proc
