@@ -7,7 +7,8 @@ import TokendCore
 struct ProgramReaderPolicyTests {
     static let hash = String(repeating: "ab", count: 32)
     let policy = AccessPolicy()
-    let alice = CallerIdentity(uid: 1000, gid: 1000, pid: 42)
+    /// A call written by the process that connected (as ``CallSenders`` finds it).
+    let alice = CallerIdentity(uid: 1000, gid: 1000, pid: 42, sender: .connector(pid: 42))
 
     static let demoFacts = ProgramFacts(unit: "demo.service", executable: "/usr/bin/demo", sha256: hash)
 
@@ -29,7 +30,7 @@ struct ProgramReaderPolicyTests {
         #expect(resolved.programs == [ProgramReader(uid: 1000, program: .unit("demo.service"))])
         #expect(resolved.unresolved == [readers[1]])
         #expect(policy.readDecision(alice, readers: resolved) { _ in .success(Self.demoFacts) } == .granted)
-        let bob = CallerIdentity(uid: 1001, gid: 1001, pid: 43)
+        let bob = CallerIdentity(uid: 1001, gid: 1001, pid: 43, sender: .connector(pid: 43))
         #expect(policy.readDecision(bob, readers: resolved) { _ in .success(Self.demoFacts) } != .granted)
     }
 
@@ -92,18 +93,26 @@ struct ProgramReaderPolicyTests {
         #expect(!policy.mayRead(CallerIdentity(uid: 1001, gid: 1001, pid: 5), readers: readers))
     }
 
-    @Test func theSourceReadsOnceAndAgainOnlyForTheHash() {
+    @Test func theSourceReadsOncePerCheckAndAgainOnlyForTheHash() {
         let calls = Counter()
         let source = ProgramFactsSource { withHash in
             calls.add(withHash)
             return .success(Self.demoFacts)
         }
-        _ = source.facts(withHash: false)
-        _ = source.facts(withHash: false)
-        _ = source.facts(withHash: true)
-        _ = source.facts(withHash: true)
-        _ = source.facts(withHash: false)
+        _ = source.facts(withHash: false, check: 1)
+        _ = source.facts(withHash: false, check: 1)
+        _ = source.facts(withHash: true, check: 1)
+        _ = source.facts(withHash: true, check: 1)
+        _ = source.facts(withHash: false, check: 1)
         #expect(calls.values == [false, true])
+        // A new check (the next call, a watcher's update) reads them as they are then.
+        _ = source.facts(withHash: false, check: 2)
+        _ = source.facts(withHash: false, check: 2)
+        #expect(calls.values == [false, true, false])
+        // Check 0 is no check: read every time.
+        _ = source.facts(withHash: false, check: 0)
+        _ = source.facts(withHash: false, check: 0)
+        #expect(calls.values == [false, true, false, false, false])
     }
 
     @Test func anExitedProcessStaysRefused() {
@@ -112,9 +121,58 @@ struct ProgramReaderPolicyTests {
             calls.add(withHash)
             return .failure(.processExited)
         }
-        #expect(source.facts(withHash: false) == .failure(.processExited))
-        #expect(source.facts(withHash: true) == .failure(.processExited))
+        #expect(source.facts(withHash: false, check: 1) == .failure(.processExited))
+        #expect(source.facts(withHash: true, check: 2) == .failure(.processExited))
         #expect(calls.values == [false])
+    }
+
+    /// The facts are the connecting process's: a call someone else wrote on its connection, or
+    /// one whose writer is not known, is refused without reading them.
+    @Test(arguments: [
+        (
+            CallSender.anotherProcess(pid: 77, connector: 42),
+            "program readers not checked: the call was sent by pid 77, not by the process that connected (pid 42)"
+        ),
+        (CallSender.unknown, "program readers not checked: the process that sent the call is not known (reconnect)"),
+    ])
+    func aCallTheConnectorDidNotWriteIsRefused(sender: CallSender, why: String) throws {
+        var caller = alice
+        caller.sender = sender
+        for text in ["unit:demo.service", "exe:/usr/bin/demo", "uid:1000+unit:demo.service"] {
+            let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
+            let decision = policy.readDecision(caller, readers: readers) { _ in
+                Issue.record("program facts asked for")
+                return .success(Self.demoFacts)
+            }
+            #expect(decision == .refused(why: why))
+        }
+        // uid and group readers keep the identity of the process that connected.
+        #expect(policy.mayRead(caller, readers: ResolvedReaders([.uid(1000)], userID: { _ in nil }, groupID: { _ in nil })))
+    }
+
+    @Test func aProcessThatExecedAnotherFileSinceItConnectedIsRefused() throws {
+        var facts = Self.demoFacts
+        facts.execedSinceConnect = true
+        let readers = ResolvedReaders(
+            [try Reader(parsing: "exe:/usr/bin/demo@sha256:\(Self.hash)")], userID: { _ in nil }, groupID: { _ in nil })
+        let decision = policy.readDecision(alice, readers: readers) { _ in .success(facts) }
+        #expect(
+            decision
+                == .refused(
+                    why: "program readers not checked: the process that connected has run another executable since it connected "
+                        + "(now /usr/bin/demo)"))
+    }
+
+    @Test func aProcessInANestedPidNamespaceIsRefused() throws {
+        var facts = Self.demoFacts
+        facts.inTokendsPidNamespace = false
+        let readers = ResolvedReaders([try Reader(parsing: "unit:demo.service")], userID: { _ in nil }, groupID: { _ in nil })
+        let decision = policy.readDecision(alice, readers: readers) { _ in .success(facts) }
+        #expect(
+            decision
+                == .refused(
+                    why: "program readers not checked: the process that connected is in another pid namespace, "
+                        + "where the sender of a call is not proven"))
     }
 
     @Test(arguments: [

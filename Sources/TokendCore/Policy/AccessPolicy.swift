@@ -40,6 +40,8 @@ public struct AccessPolicy: Sendable, Hashable {
         guard !readers.programs.isEmpty else { return .refused(why: nil) }
         let candidates = readers.programs.filter { $0.uid == nil || $0.uid == caller.uid }
         guard !candidates.isEmpty else { return .refused(why: "uid \(caller.uid) is joined to none of the program readers") }
+        // The facts are those of the process that connected: they decide only a call it wrote.
+        guard case .connector = caller.sender else { return .refused(why: "program readers not checked: \(caller.sender)") }
         // The executable is hashed only when an `@sha256:` reader names the path it runs from,
         // so a caller cannot make tokend hash any file it likes.
         var facts: ProgramFacts
@@ -57,6 +59,7 @@ public struct AccessPolicy: Sendable, Hashable {
             case .success(let hashed): facts = hashed
             }
         }
+        if let untrusted = facts.untrusted { return .refused(why: "program readers not checked: \(untrusted)") }
         var mismatches: [String] = []
         for candidate in candidates {
             guard let mismatch = candidate.match(uid: caller.uid, facts: facts) else { return .granted }

@@ -41,8 +41,9 @@ public enum ProgramMismatch: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// What tokend learned about a calling program from the kernel: its systemd unit (from its
-/// cgroup) and its executable (from `/proc/PID/exe`), read once per connection.
+/// What tokend learned about a connecting program from the kernel: its systemd unit (from its
+/// cgroup), its executable (from `/proc/PID/exe`), and what makes the kernel's word about it and
+/// about who wrote a call trustworthy.
 public struct ProgramFacts: Sendable, Hashable {
     /// The unit the system manager put the process in (``unit(fromCgroup:)``); `nil` when it is
     /// in none.
@@ -53,12 +54,36 @@ public struct ProgramFacts: Sendable, Hashable {
     public var sha256: String?
     /// Why there is no ``sha256`` (e.g. "an executable larger than 256 MiB"), for the log.
     public var sha256Problem: String?
+    /// Whether the process runs another file than when tokend accepted its connection (it has
+    /// `exec`ed since): it is not the program that connected, and program readers grant it
+    /// nothing.
+    public var execedSinceConnect: Bool
+    /// Whether the process is in tokend's pid namespace. Only there is the pid the kernel stamps
+    /// on each message (``CallSender``) proof of who wrote it: in a nested pid namespace, a process
+    /// that administers it (anyone, with an unprivileged user namespace) may stamp its messages
+    /// with the pid of another of its processes.
+    public var inTokendsPidNamespace: Bool
 
+    /// Facts of a process that runs what it ran when it connected, in tokend's pid namespace.
     public init(unit: String?, executable: String?, sha256: String? = nil, sha256Problem: String? = nil) {
         self.unit = unit
         self.executable = executable
         self.sha256 = sha256
         self.sha256Problem = sha256Problem
+        self.execedSinceConnect = false
+        self.inTokendsPidNamespace = true
+    }
+
+    /// Why the facts do not show who wrote the call, `nil` when they do: the process that
+    /// connected has run another executable since, or its per-message pid is not proof.
+    public var untrusted: String? {
+        if !inTokendsPidNamespace {
+            return "the process that connected is in another pid namespace, where the sender of a call is not proven"
+        }
+        if execedSinceConnect {
+            return "the process that connected has run another executable since it connected (now \(executable ?? "(unknown)"))"
+        }
+        return nil
     }
 }
 

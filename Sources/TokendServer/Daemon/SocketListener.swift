@@ -52,6 +52,9 @@ struct SocketListener {
         let requestMetrics = self.requestMetrics
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
+            // Inherited by every accepted connection at accept(2): the kernel stamps each write
+            // with its writer's pid, for program readers (``CallSenders``).
+            .serverChannelOption(.socketOption(.init(rawValue: SO_PASSCRED)), value: 1)
             .childChannelInitializer { channel in
                 // Set here, synchronously, rather than as the bootstrap's child options, which
                 // NIO applies through a chain of futures for every connection.
@@ -65,7 +68,8 @@ struct SocketListener {
                 }
                 // Who is calling comes first: the connection limits are per uid, with a share
                 // kept for administrators.
-                return PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                return PeerCredentials.read(from: channel).flatMapThrowing { peer in
+                    let caller = peer.caller
                     let isAdmin = router.settings.current.accessPolicy.isAdmin(caller)
                     switch limiter.admit(uid: caller.uid, isAdmin: isAdmin) {
                     case .refused(let refusal, let report):
@@ -84,12 +88,14 @@ struct SocketListener {
                         channel.closeFuture.whenComplete { _ in limiter.release(uid: caller.uid) }
                     }
                     connections.add(channel)
+                    let view = router.view
+                    let senders = try peer.traceSenders(of: channel, when: { view.hasProgramReaders })
                     try channel.pipeline.syncOperations.addHandlers([
                         PartialMessageTimeout(limit: limits.messageTimeout, caller: caller, logger: logger),
                         ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: limits.maximumMessageBytes)),
                         VarlinkConnectionHandler(
-                            router: router, caller: caller, maximumPendingCalls: limits.maximumPendingCalls, logger: logger,
-                            requestMetrics: requestMetrics
+                            router: router, caller: caller, senders: senders, maximumPendingCalls: limits.maximumPendingCalls,
+                            logger: logger, requestMetrics: requestMetrics
                         ),
                     ])
                 }

@@ -1,3 +1,4 @@
+import Synchronization
 import TokendCore
 import TokendStorage
 
@@ -5,25 +6,27 @@ import TokendStorage
     import Glibc
 #endif
 
-/// Reads a calling program's facts (its systemd unit and executable) from the kernel through a
-/// pidfd of the process that connected, race-free against pid reuse: the pid is taken from the
-/// pidfd, `/proc/PID/cgroup` and `/proc/PID/exe` are read, and only then is the pidfd checked to
-/// still refer to a live process. While it does, the pid cannot have been reused, so what was
-/// read belongs to the caller; if it exited meanwhile, the facts are refused.
+/// Reads a connecting program's facts (its systemd unit and executable) from the kernel through
+/// a pidfd of the process that connected, race-free against pid reuse: `/proc/PID/…` is read,
+/// and only then is the pidfd checked to still refer to a live process. While it does, the pid
+/// (`SO_PEERCRED`'s, the pidfd's process) cannot have been reused, so what was read belongs to
+/// that process; if it exited meanwhile, the facts are refused.
+///
+/// The facts are read again for every check (``ProgramFactsSource``), and compared with what the
+/// process ran when the connection was accepted (``ExecutableFile``, read then), so that a
+/// process that has `exec`ed another file since is seen to have done so.
 enum ProgramIdentity {
     /// Executables larger than this are not hashed (an `exe:…@sha256:` reader then refuses).
     static let maximumHashedBytes = 256 << 20
 
-    /// A source that reads the facts of the process behind `pidfd` once, when first needed,
-    /// and closes `pidfd` when the connection's last reference goes.
-    static func source(pidfd: Int32) -> ProgramFactsSource {
-        ProgramFactsSource(load: { withHash in facts(pidfd: pidfd, withHash: withHash) }, release: { _ = close(pidfd) })
-    }
-
-    static func facts(pidfd: Int32, withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable> {
-        guard let pid = pid(ofPidfd: pidfd) else { return .failure(.processExited) }
+    static func facts(pidfd: Int32, pid: Int32, atConnect: ExecutableFile?, withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable>
+    {
+        guard pid > 0 else { return .failure(.unreadable("the process that connected is not visible in tokend's pid namespace")) }
+        guard let atConnect else { return .failure(.unreadable("what the process ran when it connected was not read")) }
         let cgroup = readSmallFile("/proc/\(pid)/cgroup")
         let executable = readLink("/proc/\(pid)/exe")
+        let running = ExecutableFile(pid: pid)
+        let status = readSmallFile("/proc/\(pid)/status")
         var digest: Result<String, FileDigest.Failure>?
         if withHash, case .success = executable { digest = sha256(ofExecutableOf: pid) }
         // Only now: while the pidfd's process lives, `pid` is still that process.
@@ -38,18 +41,38 @@ enum ProgramIdentity {
         case .failure(let failure)?: facts.sha256Problem = "no sha256: \(failure)"
         case nil: break
         }
+        facts.execedSinceConnect = running != atConnect
+        facts.inTokendsPidNamespace = (try? status.get()).map(isInOwnPidNamespace) ?? false
         return .success(facts)
     }
 
-    /// The pid the pidfd refers to, from `/proc/self/fdinfo/FD`'s `Pid:` line; `nil` when the
-    /// process has been reaped (`-1`) or is not visible here (`0`).
-    static func pid(ofPidfd pidfd: Int32) -> Int32? {
-        guard case .success(let text) = readSmallFile("/proc/self/fdinfo/\(pidfd)") else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("Pid:") {
-            guard let pid = Int32(line.dropFirst(4).trimmingPrefix(while: { $0 == " " || $0 == "\t" })), pid > 0 else { return nil }
-            return pid
+    /// Which file a process runs: the device and inode `/proc/PID/exe` leads to, or why it could
+    /// not be read (another user's process needs the rights of ptrace). The same across a rename
+    /// or removal of the file (a package upgrade); another after an `exec` of another file, and
+    /// after an `exec` that changes whether tokend may look (a set-uid program).
+    struct ExecutableFile: Equatable {
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        var errno: Int32 = 0
+
+        init(pid: Int32) {
+            var info = stat()
+            if pid > 0, stat("/proc/\(pid)/exe", &info) == 0 {
+                device = UInt64(info.st_dev)
+                inode = UInt64(info.st_ino)
+            } else {
+                errno = pid > 0 ? Glibc.errno : ESRCH
+            }
         }
-        return nil
+    }
+
+    /// Whether the `NSpid:` line of a `/proc/PID/status` text names one pid only: the process is
+    /// in the pid namespace of tokend's `/proc`, not in one nested below it.
+    static func isInOwnPidNamespace(status: String) -> Bool {
+        for line in status.split(separator: "\n") where line.hasPrefix("NSpid:") {
+            return line.dropFirst("NSpid:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).count == 1
+        }
+        return false
     }
 
     /// Whether the pidfd's process has not exited: a pidfd polls readable once it has (a zombie
@@ -101,5 +124,39 @@ enum ProgramIdentity {
         guard count >= 0 else { return .failure(ProcError(code: errno)) }
         guard count < buffer.count else { return .failure(ProcError(code: ENAMETOOLONG)) }
         return .success(String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+}
+
+/// The process that connected, through its pidfd (`SO_PEERPIDFD`), closed when the last
+/// reference goes.
+final class ConnectedProgram: Sendable {
+    let pidfd: Int32
+    /// `SO_PEERCRED`'s pid: the pidfd's process, for as long as the pidfd shows it alive.
+    let pid: Int32
+    /// Which file the process ran when its connection was accepted; `nil` until then.
+    private let atConnect = Mutex<ProgramIdentity.ExecutableFile?>(nil)
+
+    init(pidfd: Int32, pid: Int32) {
+        self.pidfd = pidfd
+        self.pid = pid
+    }
+
+    deinit { close(pidfd) }
+
+    /// Reads which file the process runs now, when its connection is accepted: what later
+    /// checks compare with. Without it, program readers grant nothing.
+    func noteAccepted() {
+        let file = ProgramIdentity.ExecutableFile(pid: pid)
+        atConnect.withLock { $0 = file }
+    }
+
+    /// The facts as they are now (``ProgramIdentity/facts(pidfd:pid:atConnect:withHash:)``).
+    func facts(withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable> {
+        ProgramIdentity.facts(pidfd: pidfd, pid: pid, atConnect: atConnect.withLock { $0 }, withHash: withHash)
+    }
+
+    /// A source of the facts, once per check (it keeps this program, and so the pidfd, open).
+    var source: ProgramFactsSource {
+        ProgramFactsSource(load: { withHash in self.facts(withHash: withHash) })
     }
 }
