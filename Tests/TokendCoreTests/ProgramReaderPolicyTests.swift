@@ -150,6 +150,22 @@ struct ProgramReaderPolicyTests {
         #expect(policy.mayRead(caller, readers: ResolvedReaders([.uid(1000)], userID: { _ in nil }, groupID: { _ in nil })))
     }
 
+    /// The kernel shows the named path, but tokend finds another file there (the process
+    /// mounted its own over it in a mount namespace of its own): `exe:` readers refuse, with or
+    /// without a hash; the unit still counts.
+    @Test(arguments: [("exe:/usr/bin/demo", false), ("exe:/usr/bin/demo@sha256:\(hash)", false), ("unit:demo.service", true)])
+    func anExecutableThatIsNotTheFileAtItsPathIsNotThatPath(reader text: String, granted: Bool) throws {
+        var facts = Self.demoFacts
+        facts.executableIsAtItsPath = false
+        let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
+        let decision = policy.readDecision(alice, readers: readers) { _ in .success(facts) }
+        #expect(
+            decision
+                == (granted
+                    ? .granted
+                    : .refused(why: "executable /usr/bin/demo is not the file at that path (another mount namespace, or replaced)")))
+    }
+
     @Test func aProcessThatExecedAnotherFileSinceItConnectedIsRefused() throws {
         var facts = Self.demoFacts
         facts.execedSinceConnect = true

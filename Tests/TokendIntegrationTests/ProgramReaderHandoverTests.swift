@@ -236,6 +236,34 @@ struct ProgramReaderHandoverTests {
         try await pinned.stop()
     }
 
+    /// In a mount namespace of its own (anyone's, with unprivileged user namespaces) a process
+    /// can mount another file over the named path and run it: the kernel then shows the named
+    /// path as its executable. An `exe:` reader without a hash names the file tokend finds at
+    /// that path, which this one is not.
+    @Test(.enabled(if: unprivilegedPidNamespaces, "uid 65534 may not make user namespaces here"))
+    func anotherFileMountedOverTheNamedPathIsNotTheNamedProgram() async throws {
+        let units = try Units()
+        let directory = try ScratchDirectory()
+        let (copy, _) = try await ProgramReaderTests.pythonCopy(in: directory)
+        let daemon = try await ProgramReaderTests.daemon(credentials: [("path", ["exe:\(copy)"])])
+        let script = #"mount --bind /usr/bin/python3.11 "$0" && exec "$0" -c "$1" "$2" "$3""#
+        let result = try await ProgramReaderTests.run(
+            "/usr/bin/unshare",
+            [
+                "-Urm", "/bin/sh", "-c", script, copy, ProgramReaderTests.oneCall, daemon.socketPath,
+                Tokens.tokenCall(user: "path"),
+            ], unit: "demo.service", units: units, uid: 65534)
+        let reply = try Pinned.reply(result)
+        #expect(reply.accessToken == nil && reply.errorName == ProgramReaderTests.permissionDenied, "\(reply)")
+        #expect(daemon.log.contains("is not the file at that path"), "\(daemon.log.suffix(1500))")
+        // The file at that path itself is granted.
+        let granted = try await ProgramReaderTests.token(
+            "path", daemon: daemon, unit: "demo.service", units: units, uid: 65534, python: copy)
+        #expect(granted.accessToken != nil, "\(granted) \(daemon.log.suffix(1500))")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
     /// The named program writes many calls at once, more than one read takes: each is traced to
     /// it and granted.
     @Test func theNamedProgramsPipelinedCallsAreEachGranted() async throws {

@@ -18,6 +18,7 @@ public struct ProgramReader: Sendable, Hashable {
             return facts.unit == name ? nil : .unit(expected: name, seen: facts.unit)
         case .exe(let path, let sha256):
             guard facts.executable == path else { return .executable(expected: path, seen: facts.executable) }
+            guard facts.executableIsAtItsPath else { return .notAtPath(path) }
             guard let sha256 else { return nil }
             return facts.sha256 == sha256 ? nil : .sha256(path: path, seen: facts.sha256Problem ?? "a different sha256")
         }
@@ -30,6 +31,8 @@ public enum ProgramMismatch: Sendable, Hashable, CustomStringConvertible {
     case unit(expected: String, seen: String?)
     case executable(expected: String, seen: String?)
     case sha256(path: String, seen: String)
+    /// The process runs another file than tokend finds at the path the kernel shows for it.
+    case notAtPath(String)
 
     public var description: String {
         switch self {
@@ -37,6 +40,7 @@ public enum ProgramMismatch: Sendable, Hashable, CustomStringConvertible {
         case .unit(let expected, let seen): "unit \(seen ?? "(none)") is not \(expected)"
         case .executable(let expected, let seen): "executable \(seen ?? "(unknown)") is not \(expected)"
         case .sha256(let path, let seen): "executable \(path) has \(seen)"
+        case .notAtPath(let path): "executable \(path) is not the file at that path (another mount namespace, or replaced)"
         }
     }
 }
@@ -50,6 +54,10 @@ public struct ProgramFacts: Sendable, Hashable {
     public var unit: String?
     /// The executable's path as the kernel shows it; `nil` when it could not be read.
     public var executable: String?
+    /// Whether ``executable`` names, for tokend, the very file the process runs (the same device
+    /// and inode). It does not for a process in a mount namespace of its own that mounted
+    /// another file over that path, nor for a file since replaced.
+    public var executableIsAtItsPath: Bool
     /// The sha256 of the executable's contents, 64 lower-case hex digits; `nil` when not hashed.
     public var sha256: String?
     /// Why there is no ``sha256`` (e.g. "an executable larger than 256 MiB"), for the log.
@@ -70,6 +78,7 @@ public struct ProgramFacts: Sendable, Hashable {
         self.executable = executable
         self.sha256 = sha256
         self.sha256Problem = sha256Problem
+        self.executableIsAtItsPath = true
         self.execedSinceConnect = false
         self.inTokendsPidNamespace = true
     }

@@ -41,6 +41,7 @@ enum ProgramIdentity {
         case .failure(let failure)?: facts.sha256Problem = "no sha256: \(failure)"
         case nil: break
         }
+        facts.executableIsAtItsPath = facts.executable.map { running == ExecutableFile(path: $0) } ?? false
         facts.execedSinceConnect = running != atConnect
         facts.inTokendsPidNamespace = (try? status.get()).map(isInOwnPidNamespace) ?? false
         return .success(facts)
@@ -56,12 +57,21 @@ enum ProgramIdentity {
         var errno: Int32 = 0
 
         init(pid: Int32) {
+            self.init(path: pid > 0 ? "/proc/\(pid)/exe" : nil)
+        }
+
+        /// The file at `path` in tokend's mount namespace (`nil`: no file, ESRCH).
+        init(path: String?) {
             var info = stat()
-            if pid > 0, stat("/proc/\(pid)/exe", &info) == 0 {
+            guard let path else {
+                errno = ESRCH
+                return
+            }
+            if stat(path, &info) == 0 {
                 device = UInt64(info.st_dev)
                 inode = UInt64(info.st_ino)
             } else {
-                errno = pid > 0 ? Glibc.errno : ESRCH
+                errno = Glibc.errno
             }
         }
     }
