@@ -132,7 +132,8 @@ struct ProgramReaderHandoverTests {
 
     /// Run by the named program (argv[3] is another program): connects, and leaves the
     /// connection to a child that runs the other program, which writes the call and prints the
-    /// reply. With argv[4] `claim` (run as pid 1 of a pid namespace of its own, in a user
+    /// reply. With argv[4] `self`, it asks first, prints the reply and a newline, and runs the
+    /// other program itself (`exec`), which asks again. With argv[4] `claim` (run as pid 1 of a pid namespace of its own, in a user
     /// namespace of its own: `unshare -Urpf`), the child stamps the call with its parent's pid,
     /// which the kernel allows whoever administers the pid namespace.
     static let callFromAProgramTheNamedProgramStarted = """
@@ -141,7 +142,16 @@ struct ProgramReaderHandoverTests {
         s.settimeout(20)
         s.connect(sys.argv[1])
         s.set_inheritable(True)
-        child = os.fork()
+        if sys.argv[4] == "self":
+            s.sendall(sys.argv[2].encode() + b"\\0")
+            data = b""
+            while not data.endswith(b"\\0"):
+                data += s.recv(65536)
+            sys.stdout.write(data.rstrip(b"\\0").decode() + "\\n")
+            sys.stdout.flush()
+            child = 0
+        else:
+            child = os.fork()
         if child == 0:
             writer = '''
         import socket, struct, sys
@@ -217,6 +227,24 @@ struct ProgramReaderHandoverTests {
         let granted = try await ProgramReaderTests.token(
             "pinned", daemon: pinned.daemon, unit: "demo.service", units: pinned.units, uid: 65534, python: pinned.copy)
         #expect(granted.accessToken != nil, "\(granted) \(pinned.daemon.log.suffix(1500))")
+        try await pinned.stop()
+    }
+
+    /// The named program asks, then execs another program that keeps its connection and asks
+    /// again: the same process, no longer the program that connected.
+    @Test func theNamedProgramThatExecsAnotherIsRefusedFromThen() async throws {
+        let pinned = try await Pinned.start()
+        let result = try await pinned.run(
+            pinned.copy,
+            [
+                "-c", Self.callFromAProgramTheNamedProgramStarted, pinned.daemon.socketPath, Tokens.tokenCall(user: "pinned"),
+                "/usr/bin/python3.11", "self",
+            ])
+        let lines = result.stdout.split(separator: "\n", maxSplits: 1).map(String.init)
+        #expect(lines.count == 2, "\(result.stdout) \(result.stderr)")
+        let first = try RawClient.object(lines.first ?? "")
+        #expect(first.accessToken != nil, "\(first) \(pinned.daemon.log.suffix(1500))")
+        pinned.expectRefused(try RawClient.object(lines.last ?? ""), why: "has run another executable since it connected")
         try await pinned.stop()
     }
 

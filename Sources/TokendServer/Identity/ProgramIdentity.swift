@@ -12,9 +12,9 @@ import TokendStorage
 /// (`SO_PEERCRED`'s, the pidfd's process) cannot have been reused, so what was read belongs to
 /// that process; if it exited meanwhile, the facts are refused.
 ///
-/// The facts are read again for every check (``ProgramFactsSource``), and compared with what the
-/// process ran when the connection was accepted (``ExecutableFile``, read then), so that a
-/// process that has `exec`ed another file since is seen to have done so.
+/// Which file the process runs is read when the connection is accepted (``ExecutableFile``) and
+/// again at every check, so that a process that has `exec`ed another file since is seen to have
+/// done so (``ConnectedProgram``).
 enum ProgramIdentity {
     /// Executables larger than this are not hashed (an `exe:…@sha256:` reader then refuses).
     static let maximumHashedBytes = 256 << 20
@@ -55,9 +55,17 @@ enum ProgramIdentity {
         var device: UInt64 = 0
         var inode: UInt64 = 0
         var errno: Int32 = 0
+        /// The file's version (size, modification and change times), not part of equality: a
+        /// change of it (a `chmod`, or contents written) is no `exec`, but makes tokend read the
+        /// facts (the hash) again.
+        var version: ExecutableHashes.FileVersion?
 
         init(pid: Int32) {
             self.init(path: pid > 0 ? "/proc/\(pid)/exe" : nil)
+        }
+
+        static func == (lhs: Self, rhs: Self) -> Bool {
+            (lhs.device, lhs.inode, lhs.errno) == (rhs.device, rhs.inode, rhs.errno)
         }
 
         /// The file at `path` in tokend's mount namespace (`nil`: no file, ESRCH).
@@ -70,6 +78,7 @@ enum ProgramIdentity {
             if stat(path, &info) == 0 {
                 device = UInt64(info.st_dev)
                 inode = UInt64(info.st_ino)
+                version = ExecutableHashes.FileVersion(info)
             } else {
                 errno = Glibc.errno
             }
@@ -139,12 +148,24 @@ enum ProgramIdentity {
 
 /// The process that connected, through its pidfd (`SO_PEERPIDFD`), closed when the last
 /// reference goes.
+///
+/// Its facts are read in full at the first check, and kept: all but the file the process runs
+/// change only with an `exec` (its unit only if root moves it, its pid namespace never). Each
+/// later check reads which file it runs (one `stat`) and whether it still lives (one `poll`), and
+/// reads everything again when that file's version changed.
 final class ConnectedProgram: Sendable {
     let pidfd: Int32
     /// `SO_PEERCRED`'s pid: the pidfd's process, for as long as the pidfd shows it alive.
     let pid: Int32
-    /// Which file the process ran when its connection was accepted; `nil` until then.
-    private let atConnect = Mutex<ProgramIdentity.ExecutableFile?>(nil)
+
+    private struct State {
+        /// Which file the process ran when its connection was accepted; `nil` until then.
+        var atConnect: ProgramIdentity.ExecutableFile?
+        /// The facts last read in full while it ran that file, and of which version of it.
+        var known: (facts: ProgramFacts, hashed: Bool, version: ExecutableHashes.FileVersion?)?
+    }
+
+    private let state = Mutex(State())
 
     init(pidfd: Int32, pid: Int32) {
         self.pidfd = pidfd
@@ -157,12 +178,32 @@ final class ConnectedProgram: Sendable {
     /// checks compare with. Without it, program readers grant nothing.
     func noteAccepted() {
         let file = ProgramIdentity.ExecutableFile(pid: pid)
-        atConnect.withLock { $0 = file }
+        state.withLock { $0.atConnect = file }
     }
 
-    /// The facts as they are now (``ProgramIdentity/facts(pidfd:pid:atConnect:withHash:)``).
+    /// The facts as they are now (`withHash`: with the executable's sha256).
     func facts(withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable> {
-        ProgramIdentity.facts(pidfd: pidfd, pid: pid, atConnect: atConnect.withLock { $0 }, withHash: withHash)
+        let (atConnect, known) = state.withLock { ($0.atConnect, $0.known) }
+        guard let atConnect else { return .failure(.unreadable("what the process ran when it connected was not read")) }
+        if let known, known.hashed || !withHash, pid > 0 {
+            let running = ProgramIdentity.ExecutableFile(pid: pid)
+            // Only now: while the pidfd's process lives, `pid` is still that process.
+            guard ProgramIdentity.isAlive(pidfd) else { return .failure(.processExited) }
+            if running != atConnect {
+                var facts = known.facts
+                facts.execedSinceConnect = true
+                return .success(facts)
+            }
+            if running.version == known.version { return .success(known.facts) }
+        }
+        // The version before the facts: were the file changed while they are read, the next
+        // check would see another version and read them again.
+        let version = ProgramIdentity.ExecutableFile(pid: pid).version
+        let result = ProgramIdentity.facts(pidfd: pidfd, pid: pid, atConnect: atConnect, withHash: withHash)
+        if case .success(let facts) = result, !facts.execedSinceConnect {
+            state.withLock { $0.known = (facts, withHash, version) }
+        }
+        return result
     }
 
     /// A source of the facts, once per check (it keeps this program, and so the pidfd, open).
