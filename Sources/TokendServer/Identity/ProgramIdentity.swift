@@ -19,14 +19,15 @@ enum ProgramIdentity {
     /// Executables larger than this are not hashed (an `exe:…@sha256:` reader then refuses).
     static let maximumHashedBytes = 256 << 20
 
-    static func facts(pidfd: Int32, pid: Int32, atConnect: ExecutableFile?, withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable>
+    /// Every fact of the process `pid` (the pidfd's), `running` being the file it runs (read just
+    /// before) and `atConnect` the one it ran at accept.
+    static func facts(pidfd: Int32, pid: Int32, atConnect: ExecutableFile, running: ExecutableFile, withHash: Bool)
+        -> Result<ProgramFacts, ProgramFactsUnavailable>
     {
         guard pid > 0 else { return .failure(.unreadable("the process that connected is not visible in tokend's pid namespace")) }
-        guard let atConnect else { return .failure(.unreadable("what the process ran when it connected was not read")) }
         let cgroup = readSmallFile("/proc/\(pid)/cgroup")
         let executable = readLink("/proc/\(pid)/exe")
-        let running = ExecutableFile(pid: pid)
-        let status = readSmallFile("/proc/\(pid)/status")
+        let ownPidNamespace = isInOwnPidNamespace(pid)
         var digest: Result<String, FileDigest.Failure>?
         if withHash, case .success = executable { digest = sha256(ofExecutableOf: pid) }
         // Only now: while the pidfd's process lives, `pid` is still that process.
@@ -43,7 +44,7 @@ enum ProgramIdentity {
         }
         facts.executableIsAtItsPath = facts.executable.map { running == ExecutableFile(path: $0) } ?? false
         facts.execedSinceConnect = running != atConnect
-        facts.inTokendsPidNamespace = (try? status.get()).map(isInOwnPidNamespace) ?? false
+        facts.inTokendsPidNamespace = ownPidNamespace
         return .success(facts)
     }
 
@@ -85,8 +86,20 @@ enum ProgramIdentity {
         }
     }
 
-    /// Whether the `NSpid:` line of a `/proc/PID/status` text names one pid only: the process is
-    /// in the pid namespace of tokend's `/proc`, not in one nested below it.
+    /// tokend's own pid namespace (`pid:[INODE]`), if it can be read.
+    static let ownPidNamespace = try? readLink("/proc/self/ns/pid").get()
+
+    /// Whether process `pid` is in tokend's pid namespace: its `/proc/PID/ns/pid` is tokend's, or,
+    /// where tokend may not read that link (another user's process needs the rights of ptrace),
+    /// the `NSpid:` line of its `/proc/PID/status` names one pid only (it is not in a namespace
+    /// nested below that of tokend's `/proc`).
+    static func isInOwnPidNamespace(_ pid: Int32) -> Bool {
+        if let own = ownPidNamespace, case .success(let namespace) = readLink("/proc/\(pid)/ns/pid") { return namespace == own }
+        guard case .success(let status) = readSmallFile("/proc/\(pid)/status") else { return false }
+        return isInOwnPidNamespace(status: status)
+    }
+
+    /// Whether the `NSpid:` line of a `/proc/PID/status` text names one pid only.
     static func isInOwnPidNamespace(status: String) -> Bool {
         for line in status.split(separator: "\n") where line.hasPrefix("NSpid:") {
             return line.dropFirst("NSpid:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).count == 1
@@ -196,12 +209,12 @@ final class ConnectedProgram: Sendable {
             }
             if running.version == known.version { return .success(known.facts) }
         }
-        // The version before the facts: were the file changed while they are read, the next
+        // The file's version before the facts: were it changed while they are read, the next
         // check would see another version and read them again.
-        let version = ProgramIdentity.ExecutableFile(pid: pid).version
-        let result = ProgramIdentity.facts(pidfd: pidfd, pid: pid, atConnect: atConnect, withHash: withHash)
+        let running = ProgramIdentity.ExecutableFile(pid: pid)
+        let result = ProgramIdentity.facts(pidfd: pidfd, pid: pid, atConnect: atConnect, running: running, withHash: withHash)
         if case .success(let facts) = result, !facts.execedSinceConnect {
-            state.withLock { $0.known = (facts, withHash, version) }
+            state.withLock { $0.known = (facts, withHash, running.version) }
         }
         return result
     }
