@@ -292,6 +292,62 @@ struct ProgramReaderHandoverTests {
         await units.remove()
     }
 
+    /// Connections accepted while no credential has a program reader are not traced (that costs
+    /// every message some work): a program that connected before the first program-reader
+    /// credential was added is refused for it, told to reconnect, and granted once it does.
+    @Test func aConnectionOpenedBeforeAnyProgramReaderExistedIsToldToReconnect() async throws {
+        let units = try Units()
+        let directory = try ScratchDirectory()
+        let daemon = try await ProgramReaderTests.daemon(credentials: [])
+        // A folder the client may write to, for "connected".
+        let signals = directory.file("signals")
+        #expect(mkdir(signals, 0o755) == 0 && chmod(signals, 0o777) == 0)
+        let go = signals + "/go"
+        // Connects, says so, and asks once `go` exists.
+        let script = """
+            import os, sys, time
+            \(Self.prelude)
+            s = connect()
+            exchange(s, b'{"method":"org.varlink.service.GetInfo","parameters":{}}')
+            open(sys.argv[4] + ".connected", "w").close()
+            deadline = time.time() + 20
+            while not os.path.exists(sys.argv[4]) and time.time() < deadline:
+                time.sleep(0.01)
+            sys.stdout.write(exchange(s, sys.argv[2].encode()).decode())
+            """
+        let early = Task {
+            try await ProgramReaderTests.run(
+                "/usr/bin/python3", ["-c", script, daemon.socketPath, Tokens.tokenCall(user: "backup"), "unused", go],
+                unit: "demo.service", units: units, uid: ProgramReaderTests.reader)
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !FileManager.default.fileExists(atPath: go + ".connected"), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let root = try RawClient(path: daemon.socketPath)
+        let added = try root.call(
+            Tokens.addCall(user: "backup", access: Tokens.random("backup-"), refresh: nil, readers: ["unit:demo.service"]))
+        #expect(added.errorName == nil, "\(added)")
+        FileManager.default.createFile(atPath: go, contents: nil)
+        let refused = try Pinned.reply(try await early.value)
+        #expect(refused.errorName == ProgramReaderTests.permissionDenied, "\(refused)")
+        #expect(daemon.log.contains("is not known (reconnect)"), "\(daemon.log.suffix(1500))")
+        let granted = try await ProgramReaderTests.token(
+            "backup", daemon: daemon, unit: "demo.service", units: units, uid: ProgramReaderTests.reader)
+        #expect(granted.accessToken != nil, "\(granted) \(daemon.log.suffix(1500))")
+        // Without program readers tracing stops; with one again it starts again.
+        let remove = #"{"method":"io.tokend.TokenProvider.RemoveCredential","parameters":{"userIdentifier":"backup"}}"#
+        #expect(try root.call(remove).errorName == nil)
+        let again = try root.call(
+            Tokens.addCall(user: "backup", access: Tokens.random("backup-"), refresh: nil, readers: ["unit:demo.service"]))
+        #expect(again.errorName == nil, "\(again)")
+        let grantedAgain = try await ProgramReaderTests.token(
+            "backup", daemon: daemon, unit: "demo.service", units: units, uid: ProgramReaderTests.reader)
+        #expect(grantedAgain.accessToken != nil, "\(grantedAgain) \(daemon.log.suffix(1500))")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
     /// The named program writes many calls at once, more than one read takes: each is traced to
     /// it and granted.
     @Test func theNamedProgramsPipelinedCallsAreEachGranted() async throws {

@@ -116,6 +116,28 @@ struct CallSendersTests {
         #expect(senders.sender(ofNext: 5) == .anotherProcess(pid: getpid(), connector: 0))
     }
 
+    /// A connection accepted while the listening socket did not ask for stamps never has them:
+    /// its calls have no known writer, and it is not peeked at again.
+    @Test func aSocketWithoutStampsHasNoKnownWriters() throws {
+        let pair = try Pair()
+        var off: Int32 = 0
+        #expect(setsockopt(pair.reader, SOL_SOCKET, SO_PASSCRED, &off, socklen_t(MemoryLayout<Int32>.size)) == 0)
+        let peeks = Tracing()
+        let senders = CallSenders(
+            descriptor: pair.reader, connector: getpid(),
+            isTracing: {
+                peeks.count += 1
+                return true
+            })
+        pair.write("one\0")
+        #expect(pair.read(into: senders) == 4)
+        pair.write("two\0")
+        #expect(pair.read(into: senders) == 4)
+        #expect(senders.sender(ofNext: 4) == .unknown)
+        #expect(senders.sender(ofNext: 4) == .unknown)
+        #expect(peeks.count == 1)
+    }
+
     @Test func bytesNeverReadHaveNoKnownWriter() throws {
         let pair = try Pair()
         let senders = CallSenders(descriptor: pair.reader, connector: getpid(), isTracing: { true })
@@ -141,5 +163,6 @@ struct CallSendersTests {
     final class Tracing: @unchecked Sendable {
         // @unchecked: set and read on the test's one thread.
         var on = false
+        var count = 0
     }
 }

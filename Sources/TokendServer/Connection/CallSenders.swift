@@ -2,6 +2,10 @@ import CTokendShims
 import NIOCore
 import TokendCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Which process wrote each call a connection reads, as the kernel stamped it.
 ///
 /// The listening socket has `SO_PASSCRED`, which each accepted connection inherits: from then on
@@ -37,6 +41,9 @@ final class CallSenders {
     private var runs = CircularBuffer<(stamp: Stamp, count: Int)>(initialCapacity: 4)
     /// The stamp of what the coming read returns, when it was peeked.
     private var peeked: Stamp?
+    /// The connection's bytes carry no stamps: it was accepted while the listening socket did not
+    /// ask for them (no credential had a program reader), which does not change later.
+    private var unstamped = false
 
     init(descriptor: CInt, connector: Int32, isTracing: @escaping @Sendable () -> Bool) {
         self.descriptor = descriptor
@@ -47,9 +54,13 @@ final class CallSenders {
     /// Called right before a read: learns who wrote the bytes it will return.
     func willRead() {
         peeked = nil
-        guard isTracing() else { return }
+        guard !unstamped, isTracing() else { return }
         var pid: CInt = 0
-        if tokend_peek_sender(descriptor, &pid) == 1 { peeked = .pid(pid) }
+        switch tokend_peek_sender(descriptor, &pid) {
+        case 1: peeked = .pid(pid)
+        case -1 where errno == ENODATA: unstamped = true
+        default: break
+        }
     }
 
     /// Called right after a read of `count` bytes.

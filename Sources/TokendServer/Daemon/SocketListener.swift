@@ -52,9 +52,11 @@ struct SocketListener {
         let requestMetrics = self.requestMetrics
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
-            // Inherited by every accepted connection at accept(2): the kernel stamps each write
-            // with its writer's pid, for program readers (``CallSenders``).
-            .serverChannelOption(.socketOption(.init(rawValue: SO_PASSCRED)), value: 1)
+            // SO_PASSCRED while any credential has a program reader (``ProgramReaderPresence``).
+            .serverChannelInitializer { listener in
+                router.view.programReaders.register(listener: listener)
+                return listener.eventLoop.makeSucceededVoidFuture()
+            }
             .childChannelInitializer { channel in
                 // Set here, synchronously, rather than as the bootstrap's child options, which
                 // NIO applies through a chain of futures for every connection.
@@ -89,7 +91,7 @@ struct SocketListener {
                     }
                     connections.add(channel)
                     let view = router.view
-                    let senders = try peer.traceSenders(of: channel, when: { view.hasProgramReaders })
+                    let senders = try peer.traceSenders(of: channel, when: { view.programReaders.isPresent })
                     try channel.pipeline.syncOperations.addHandlers([
                         PartialMessageTimeout(limit: limits.messageTimeout, caller: caller, logger: logger),
                         ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: limits.maximumMessageBytes)),

@@ -18,9 +18,9 @@ final class CredentialView: Sendable {
     /// Credentials held per uid alone (``heldUID(_:)``), kept as entries come and go so that
     /// quota checks and `Status` never count the whole view.
     private let held = Mutex<[UInt32: Int]>([:])
-    /// Credentials with a program reader. While there is none, connections do not trace who
-    /// writes each call (``CallSenders``), which costs a system call per read.
-    private let programReaderCredentials = Atomic<Int>(0)
+    /// How many credentials have a program reader: while none has, connections do not trace who
+    /// writes each call (``CallSenders``), which costs work on every message.
+    let programReaders = ProgramReaderPresence()
     /// Told about every change of token or of serving state, for `Watch` and token files.
     let hub = WatchHub()
     /// Re-login warnings, for `WatchReloginWarnings`.
@@ -49,9 +49,9 @@ final class CredentialView: Sendable {
             defer { entries[entry.userIdentifier] = entry }
             let old = entries[entry.userIdentifier]
             countHeld(removing: old, adding: entry)
-            countProgramReaders(removing: old, adding: entry)
             return old
         }
+        countProgramReaders(removing: old, adding: entry)
         if let old, old.enrolment != entry.enrolment {
             dpopKeys.forget(entry.userIdentifier)
             narrowedTokens.forget(entry.userIdentifier)
@@ -64,9 +64,9 @@ final class CredentialView: Sendable {
         let old = shard(for: userIdentifier).entries.withLock { entries in
             let old = entries.removeValue(forKey: userIdentifier)
             countHeld(removing: old, adding: nil)
-            countProgramReaders(removing: old, adding: nil)
             return old
         }
+        countProgramReaders(removing: old, adding: nil)
         dpopKeys.forget(userIdentifier)
         narrowedTokens.forget(userIdentifier)
         if old != nil { hub.publish(userIdentifier, .removed) }
@@ -92,12 +92,9 @@ final class CredentialView: Sendable {
         }
     }
 
-    /// Whether any credential has a program reader.
-    var hasProgramReaders: Bool { programReaderCredentials.load(ordering: .relaxed) > 0 }
-
     private func countProgramReaders(removing old: ViewEntry?, adding new: ViewEntry?) {
-        let change = (new?.resolvedReaders.programs.isEmpty == false ? 1 : 0) - (old?.resolvedReaders.programs.isEmpty == false ? 1 : 0)
-        if change != 0 { programReaderCredentials.add(change, ordering: .relaxed) }
+        programReaders.add(
+            (new?.resolvedReaders.programs.isEmpty == false ? 1 : 0) - (old?.resolvedReaders.programs.isEmpty == false ? 1 : 0))
     }
 
     /// Watchers hear about a new token or the end of the login; bookkeeping changes (state
@@ -125,7 +122,7 @@ final class CredentialView: Sendable {
         var counts: [UInt32: Int] = [:]
         for entry in entries { if let uid = Self.heldUID(entry) { counts[uid, default: 0] += 1 } }
         held.withLock { $0 = counts }
-        programReaderCredentials.store(entries.count { !$0.resolvedReaders.programs.isEmpty }, ordering: .relaxed)
+        programReaders.reset(to: entries.count { !$0.resolvedReaders.programs.isEmpty })
         dpopKeys.removeAll()
         narrowedTokens.removeAll()
         for (index, shard) in shards.enumerated() {
