@@ -20,18 +20,20 @@ enum PeerCredentials {
         var caller: CallerIdentity
         var program: ConnectedProgram?
 
-        /// Once the connection is admitted: reads which file the connecting process runs, and
-        /// traces who writes each call (``CallSenders``; `tracing` says, before each read,
-        /// whether to). `nil` without a pidfd, or where NIO does not expose the socket (then
-        /// every call's sender is unknown).
-        func traceSenders(of channel: any Channel, when tracing: @escaping @Sendable () -> Bool) throws -> CallSenders? {
-            guard let program else { return nil }
+        /// Once the connection is admitted, while some credential has a program reader (else
+        /// nothing: the connection does no more work than without program readers, and its calls
+        /// have no known writer): reads which file the connecting process runs, and traces who
+        /// writes each call (``CallSenders``), for as long as program readers remain. `nil`
+        /// without a pidfd, or where NIO does not expose the socket (then every call's writer is
+        /// unknown).
+        func traceSenders(of channel: any Channel, programReaders: ProgramReaderPresence) throws -> CallSenders? {
+            guard let program, programReaders.isPresent else { return nil }
             program.noteAccepted()
             let operations = channel.pipeline.syncOperations
             guard let descriptor = try operations.withUnsafeTransportIfAvailable(of: NIOBSDSocket.Handle.self, { $0 }) else {
                 return nil
             }
-            let senders = CallSenders(descriptor: descriptor, connector: caller.pid, isTracing: tracing)
+            let senders = CallSenders(descriptor: descriptor, connector: caller.pid, isTracing: { programReaders.isPresent })
             try channel.syncOptions?.setOption(.recvAllocator, value: SenderStampingAllocator(senders: senders))
             // One read per readiness: the peek before it then always finds what it will read.
             // After a read that filled its buffer, NIO would read again at once, and what

@@ -181,25 +181,25 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         switch message {
         case .invalid(let reason):
             append(Slot(id: takeID(), messages: [ErrorReplies.invalidMessage(reason)], isComplete: true), context: context)
+        case .call(let call, .unknown):
+            // A call of unknown writer, which no program reader grants, is checked as the
+            // connection: the hot path, without program readers.
+            handle(call, as: caller, context: context)
         case .call(let call, let sender):
-            // Parsed once: routing, the metrics and the order of writes all go by it.
-            let method = ServedMethod(call.method)
-            let caller = self.caller(of: sender)
-            let outcome = router.route(call, method: method, caller: caller, eventLoop: context.eventLoop)
-            requestMetrics?.record(method: method, outcome: outcome)
-            enqueue(outcome, isBarrier: method?.descriptor.isWrite ?? false, caller: caller, context: context)
+            // A check of its own, so that program facts are read once for it.
+            var caller = self.caller
+            caller.sender = sender
+            caller.check = nextCheck()
+            handle(call, as: caller, context: context)
         }
     }
 
-    /// The caller to check a call written by `sender` against: a check of its own, so program
-    /// facts are read once for it. A call of unknown writer, which no program reader grants,
-    /// is checked as the connection.
-    private func caller(of sender: CallSender) -> CallerIdentity {
-        guard sender != .unknown else { return caller }
-        var caller = self.caller
-        caller.sender = sender
-        caller.check = nextCheck()
-        return caller
+    private func handle(_ call: VarlinkCall, as caller: CallerIdentity, context: ChannelHandlerContext) {
+        // Parsed once: routing, the metrics and the order of writes all go by it.
+        let method = ServedMethod(call.method)
+        let outcome = router.route(call, method: method, caller: caller, eventLoop: context.eventLoop)
+        requestMetrics?.record(method: method, outcome: outcome)
+        enqueue(outcome, isBarrier: method?.descriptor.isWrite ?? false, caller: caller, context: context)
     }
 
     private func nextCheck() -> UInt64 {

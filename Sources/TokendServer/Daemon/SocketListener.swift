@@ -90,8 +90,7 @@ struct SocketListener {
                         channel.closeFuture.whenComplete { _ in limiter.release(uid: caller.uid) }
                     }
                     connections.add(channel)
-                    let view = router.view
-                    let senders = try peer.traceSenders(of: channel, when: { view.programReaders.isPresent })
+                    let senders = try peer.traceSenders(of: channel, programReaders: router.view.programReaders)
                     try channel.pipeline.syncOperations.addHandlers([
                         PartialMessageTimeout(limit: limits.messageTimeout, caller: caller, logger: logger),
                         ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: limits.maximumMessageBytes)),

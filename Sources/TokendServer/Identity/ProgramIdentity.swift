@@ -20,8 +20,9 @@ enum ProgramIdentity {
     static let maximumHashedBytes = 256 << 20
 
     /// Every fact of the process `pid` (the pidfd's), `running` being the file it runs (read just
-    /// before) and `atConnect` the one it ran at accept.
-    static func facts(pidfd: Int32, pid: Int32, atConnect: ExecutableFile, running: ExecutableFile, withHash: Bool)
+    /// before) and `atConnect` the one it ran at accept (`nil`: not read, the connection is not
+    /// traced; the facts are then only shown, e.g. by `Status`, and count as another executable).
+    static func facts(pidfd: Int32, pid: Int32, atConnect: ExecutableFile?, running: ExecutableFile, withHash: Bool)
         -> Result<ProgramFacts, ProgramFactsUnavailable>
     {
         guard pid > 0 else { return .failure(.unreadable("the process that connected is not visible in tokend's pid namespace")) }
@@ -43,7 +44,7 @@ enum ProgramIdentity {
         case nil: break
         }
         facts.executableIsAtItsPath = facts.executable.map { running == ExecutableFile(path: $0) } ?? false
-        facts.execedSinceConnect = running != atConnect
+        facts.execedSinceConnect = atConnect.map { running != $0 } ?? true
         facts.inTokendsPidNamespace = ownPidNamespace
         return .success(facts)
     }
@@ -197,8 +198,7 @@ final class ConnectedProgram: Sendable {
     /// The facts as they are now (`withHash`: with the executable's sha256).
     func facts(withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable> {
         let (atConnect, known) = state.withLock { ($0.atConnect, $0.known) }
-        guard let atConnect else { return .failure(.unreadable("what the process ran when it connected was not read")) }
-        if let known, known.hashed || !withHash, pid > 0 {
+        if let atConnect, let known, known.hashed || !withHash, pid > 0 {
             let running = ProgramIdentity.ExecutableFile(pid: pid)
             // Only now: while the pidfd's process lives, `pid` is still that process.
             guard ProgramIdentity.isAlive(pidfd) else { return .failure(.processExited) }
