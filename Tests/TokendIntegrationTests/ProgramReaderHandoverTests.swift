@@ -248,6 +248,23 @@ struct ProgramReaderHandoverTests {
         try await pinned.stop()
     }
 
+    /// A process of the named unit asks, then execs another program that keeps the connection and
+    /// asks again: still the unit's process, still granted (a unit runs what it likes).
+    @Test func aUnitsProcessThatExecsAnotherProgramIsStillTheUnit() async throws {
+        let units = try Units()
+        let daemon = try await ProgramReaderTests.daemon(credentials: [("backup", ["unit:demo.service"])])
+        let result = try await ProgramReaderTests.run(
+            "/usr/bin/python3",
+            [
+                "-c", Self.callFromAProgramTheNamedProgramStarted, daemon.socketPath, Tokens.tokenCall(user: "backup"),
+                "/usr/bin/python3.11", "self",
+            ], unit: "demo.service", units: units, uid: ProgramReaderTests.reader)
+        let replies = try result.stdout.split(separator: "\n", maxSplits: 1).map { try RawClient.object(String($0)) }
+        #expect(replies.count == 2 && replies.allSatisfy { $0.accessToken != nil }, "\(replies) \(daemon.log.suffix(1500))")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
     /// A process that administers a pid namespace (anyone who makes one in a user namespace of
     /// their own) may stamp a message with the pid of another process there: the named program
     /// connects in such a namespace, another program writes on its connection as if it were it.

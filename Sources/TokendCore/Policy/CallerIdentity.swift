@@ -36,10 +36,9 @@ public struct CallerIdentity: Sendable, Hashable, CustomStringConvertible {
         self.gid == gid || supplementaryGroups.contains(gid)
     }
 
-    /// The connecting program's facts (`withHash`: including the executable's sha256), as of
-    /// ``check``.
-    public func programFacts(withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable> {
-        program?.facts(withHash: withHash, check: check) ?? .failure(.noPidfd)
+    /// The connecting program's facts, at least those a check `need`s, as of ``check``.
+    public func programFacts(_ need: ProgramFacts.Need) -> Result<ProgramFacts, ProgramFactsUnavailable> {
+        program?.facts(need, check: check) ?? .failure(.noPidfd)
     }
 
     public var description: String { "uid=\(uid) gid=\(gid) pid=\(pid)" }
@@ -57,15 +56,15 @@ public struct CallerIdentity: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Reads a connection's ``ProgramFacts`` from the kernel when a check needs them: once per check
-/// (``CallerIdentity/check``; twice when a later reader of the same check needs the executable's
-/// hash as well), so that calls which meet no program reader never read them, and a process that
-/// changes between calls is seen as it is at each.
+/// (``CallerIdentity/check``; again when a later reader of the same check needs more of them, the
+/// executable or its hash), so that calls which meet no program reader never read them, and a
+/// process that changes between calls is seen as it is at each.
 public final class ProgramFactsSource: Sendable {
-    public typealias Load = @Sendable (_ withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable>
+    public typealias Load = @Sendable (_ need: ProgramFacts.Need) -> Result<ProgramFacts, ProgramFactsUnavailable>
 
     private let load: Load
     private let release: @Sendable () -> Void
-    private let cached = Mutex<(check: UInt64, facts: Result<ProgramFacts, ProgramFactsUnavailable>, hashed: Bool)?>(nil)
+    private let cached = Mutex<(check: UInt64, facts: Result<ProgramFacts, ProgramFactsUnavailable>, need: ProgramFacts.Need)?>(nil)
 
     /// - Parameters:
     ///   - load: reads the facts (from the kernel); called under a lock.
@@ -77,16 +76,16 @@ public final class ProgramFactsSource: Sendable {
 
     deinit { release() }
 
-    /// The facts as of `check`: read on its first use (0: on every use). A process that has
-    /// exited stays exited.
-    public func facts(withHash: Bool, check: UInt64) -> Result<ProgramFacts, ProgramFactsUnavailable> {
+    /// The facts as of `check`, at least those `need`ed: read on its first use (0: on every use).
+    /// A process that has exited stays exited.
+    public func facts(_ need: ProgramFacts.Need, check: UInt64) -> Result<ProgramFacts, ProgramFactsUnavailable> {
         cached.withLock { state in
             if let known = state {
                 if case .failure(.processExited) = known.facts { return known.facts }
-                if known.check == check, check != 0, known.hashed || !withHash { return known.facts }
+                if known.check == check, check != 0, known.need >= need { return known.facts }
             }
-            let result = load(withHash)
-            state = (check, result, withHash)
+            let result = load(need)
+            state = (check, result, need)
             return result
         }
     }

@@ -63,7 +63,7 @@ public struct ProgramFacts: Sendable, Hashable {
     /// Why there is no ``sha256`` (e.g. "an executable larger than 256 MiB"), for the log.
     public var sha256Problem: String?
     /// Whether the process runs another file than when tokend accepted its connection (it has
-    /// `exec`ed since): it is not the program that connected, and program readers grant it
+    /// `exec`ed since): it is not the program that connected, and `exe:` readers grant it
     /// nothing.
     public var execedSinceConnect: Bool
     /// Whether the process is in tokend's pid namespace. Only there is the pid the kernel stamps
@@ -83,16 +83,29 @@ public struct ProgramFacts: Sendable, Hashable {
         self.inTokendsPidNamespace = true
     }
 
-    /// Why the facts do not show who wrote the call, `nil` when they do: the process that
-    /// connected has run another executable since, or its per-message pid is not proof.
-    public var untrusted: String? {
+    /// Why the facts do not show who wrote the call, `nil` when they do: its per-message pid is
+    /// not proof, or, for `exe:` readers (`forExecutables`), the process that connected has run
+    /// another executable since. A unit stays what it is across an `exec`: its own processes run
+    /// what they like.
+    public func untrusted(forExecutables: Bool) -> String? {
         if !inTokendsPidNamespace {
             return "the process that connected is in another pid namespace, where the sender of a call is not proven"
         }
-        if execedSinceConnect {
+        if forExecutables && execedSinceConnect {
             return "the process that connected has run another executable since it connected (now \(executable ?? "(unknown)"))"
         }
         return nil
+    }
+}
+
+extension ProgramFacts {
+    /// Which facts a check needs, in increasing cost: a `unit:` reader only the unit (and what
+    /// makes the facts trustworthy), an `exe:` reader also the executable, which is read again at
+    /// every call to see an `exec`, and an `@sha256:` reader also its hash.
+    public enum Need: Int, Sendable, Hashable, Comparable {
+        case unit, executable, hash
+
+        public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
     }
 }
 

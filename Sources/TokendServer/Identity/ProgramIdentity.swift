@@ -165,8 +165,8 @@ enum ProgramIdentity {
 ///
 /// Its facts are read in full at the first check, and kept: all but the file the process runs
 /// change only with an `exec` (its unit only if root moves it, its pid namespace never). Each
-/// later check reads which file it runs (one `stat`) and whether it still lives (one `poll`), and
-/// reads everything again when that file's version changed.
+/// later check reads whether it still lives (one `poll`) and, for an `exe:` reader, which file it
+/// runs (one `stat`), and reads everything again when that file's version changed.
 final class ConnectedProgram: Sendable {
     let pidfd: Int32
     /// `SO_PEERCRED`'s pid: the pidfd's process, for as long as the pidfd shows it alive.
@@ -195,10 +195,15 @@ final class ConnectedProgram: Sendable {
         state.withLock { $0.atConnect = file }
     }
 
-    /// The facts as they are now (`withHash`: with the executable's sha256).
-    func facts(withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable> {
+    /// The facts as they are now, at least those a check `need`s.
+    func facts(_ need: ProgramFacts.Need) -> Result<ProgramFacts, ProgramFactsUnavailable> {
         let (atConnect, known) = state.withLock { ($0.atConnect, $0.known) }
-        if let atConnect, let known, known.hashed || !withHash, pid > 0 {
+        if let atConnect, let known, known.hashed || need < .hash, pid > 0 {
+            // The unit and the pid namespace stay across an `exec`: that the process still lives
+            // (and so is still the one `pid` names) is all a `unit:` reader needs again.
+            guard need >= .executable else {
+                return ProgramIdentity.isAlive(pidfd) ? .success(known.facts) : .failure(.processExited)
+            }
             let running = ProgramIdentity.ExecutableFile(pid: pid)
             // Only now: while the pidfd's process lives, `pid` is still that process.
             guard ProgramIdentity.isAlive(pidfd) else { return .failure(.processExited) }
@@ -212,6 +217,7 @@ final class ConnectedProgram: Sendable {
         // The file's version before the facts: were it changed while they are read, the next
         // check would see another version and read them again.
         let running = ProgramIdentity.ExecutableFile(pid: pid)
+        let withHash = need == .hash
         let result = ProgramIdentity.facts(pidfd: pidfd, pid: pid, atConnect: atConnect, running: running, withHash: withHash)
         if case .success(let facts) = result, !facts.execedSinceConnect {
             state.withLock { $0.known = (facts, withHash, running.version) }
@@ -221,6 +227,6 @@ final class ConnectedProgram: Sendable {
 
     /// A source of the facts, once per check (it keeps this program, and so the pidfd, open).
     var source: ProgramFactsSource {
-        ProgramFactsSource(load: { withHash in self.facts(withHash: withHash) })
+        ProgramFactsSource(load: { need in self.facts(need) })
     }
 }
