@@ -269,7 +269,7 @@ struct CallRouter: Sendable {
 
     /// As ``mayRead(_:_:)``, with why not (which program fact did not match) for the log.
     func readDecision(_ caller: CallerIdentity, _ entry: ViewEntry) -> ReadDecision {
-        settings.current.accessPolicy.readDecision(caller, readers: entry.resolvedReaders, program: caller.programFacts(withHash:))
+        settings.current.accessPolicy.readDecision(caller, readers: entry.resolvedReaders, program: caller.programFacts(_:))
     }
 
     var hub: WatchHub { view.hub }
@@ -334,7 +334,7 @@ struct CallRouter: Sendable {
     private func usage(of caller: CallerIdentity) -> QuotaUsage {
         let current = settings.current
         // The program tokend sees for this caller, so a refused program can be told why.
-        let facts = try? caller.programFacts(withHash: false).get()
+        let facts = try? caller.programFacts(.executable).get()
         return QuotaUsage(
             uid: Int64(caller.uid), administrator: current.accessPolicy.isAdmin(caller),
             connections: Int64(
