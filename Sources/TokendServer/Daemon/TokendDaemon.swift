@@ -116,10 +116,11 @@ public final class TokendDaemon: Service {
         clockMonitor.start()
 
         let limiter = ConnectionLimiter(maximum: configuration.maxConnections, quotas: configuration.quotas)
+        let reloads = ConfigurationReloads()
         let router = CallRouter(
             view: view, registry: registry, settings: settings,
             daemonInfo: DaemonInfo(version: DaemonInfo.version, startedAt: startedAt), logger: logger,
-            now: WallClock.now, connections: limiter, coordination: opened.coordination
+            now: WallClock.now, connections: limiter, reloads: reloads, coordination: opened.coordination
         )
         let listener = SocketListener(
             router: router,
@@ -160,11 +161,13 @@ public final class TokendDaemon: Service {
             if let watchdog { tasks.addTask { await watchdog.run() } }
             if let textfile = metrics.textfile { tasks.addTask { await textfile.run() } }
             tasks.addTask {
-                for await _ in hangups.cancelOnGracefulShutdown() { await reloader.reload() }
+                for await _ in hangups.cancelOnGracefulShutdown() { reloads.request() }
             }
+            tasks.addTask { await reloads.run { await reloader.reload() } }
 
             // Serve until asked to stop.
             try? await gracefulShutdown()
+            reloads.finish()
             await stop(
                 shutdownTimeout: reloader.configuration.shutdownTimeout, socket: socket, listener: listener,
                 registry: registry,
