@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include <sys/random.h>
 #include <errno.h>
 #include "CTokendShims.h"
@@ -56,3 +57,45 @@ int tokend_install_swift_enqueue_global_hook(const void *hook) {
 }
 
 const void *tokend_swift_enqueue_global_hook_address(void) { return &swift_task_enqueueGlobal_hook; }
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+int tokend_spawn_session(int *pid, const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    int result = posix_spawn_file_actions_init(&actions);
+    if (result != 0) return result;
+    result = posix_spawnattr_init(&attributes);
+    if (result != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return result;
+    }
+    sigset_t none, every;
+    sigemptyset(&none);
+    sigfillset(&every);
+    if ((result = posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0)) == 0 &&
+        (result = posix_spawn_file_actions_adddup2(&actions, stdout_fd, 1)) == 0 &&
+        (result = posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)) == 0 &&
+        (result = posix_spawn_file_actions_addclosefrom_np(&actions, 3)) == 0 &&
+        (result = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)) == 0 &&
+        (result = posix_spawnattr_setsigmask(&attributes, &none)) == 0 &&
+        (result = posix_spawnattr_setsigdefault(&attributes, &every)) == 0) {
+        pid_t child = 0;
+        result = posix_spawn(&child, path, &actions, &attributes, argv, envp);
+        if (result == 0) *pid = child;
+    }
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    return result;
+}
+
+int tokend_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int tokend_child_has_ended(int pid) {
+    siginfo_t info = {0};
+    if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return -1;
+    return info.si_pid == pid ? 1 : 0;
+}

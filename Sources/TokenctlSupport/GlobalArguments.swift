@@ -25,9 +25,11 @@ public enum GlobalArguments {
     ///   - optionsWithValue: global options followed by a value (`--socket`).
     ///   - flags: global options without a value (`--json`).
     ///   - defaultSubcommand: the subcommand run when none is named.
+    ///   - groups: subcommands that are groups of subcommands (`store` → `adopt`): global options
+    ///     before or after the group's name go behind the subcommand of the group.
     public static func normalize(
         _ arguments: [String], subcommands: Set<String>, optionsWithValue: Set<String>, flags: Set<String> = [],
-        defaultSubcommand: String
+        defaultSubcommand: String, groups: [String: Set<String>] = [:]
     ) throws(UsageError) -> [String] {
         var globals: [String] = []
         var index = 0
@@ -40,7 +42,21 @@ public enum GlobalArguments {
                 guard subcommands.contains(argument) || argument == "help" else {
                     throw UsageError(description: "'\(argument)' is not a tokenctl command (see 'tokenctl --help')")
                 }
-                return [argument] + globals + arguments[(index + 1)...]
+                let rest = Array(arguments[(index + 1)...])
+                // `store --socket P adopt` → `store adopt --socket P`.
+                if let members = groups[argument] {
+                    let inner: [String]
+                    do {
+                        inner = try normalize(
+                            rest, subcommands: members, optionsWithValue: optionsWithValue, flags: flags, defaultSubcommand: "")
+                    } catch {
+                        throw UsageError(
+                            description: error.description.replacing("a tokenctl command", with: "a 'tokenctl \(argument)' command")
+                                .replacing("'tokenctl --help'", with: "'tokenctl \(argument) --help'"))
+                    }
+                    if let member = inner.first, members.contains(member) { return [argument, member] + globals + inner.dropFirst() }
+                }
+                return [argument] + globals + rest
             }
             let name = String(argument.prefix { $0 != "=" })
             if optionsWithValue.contains(name) {

@@ -32,6 +32,9 @@ public final class TokendClient: Sendable {
 
     /// The socket the client connects to.
     public let socketPath: String
+    /// A socket tried first, when connecting, before ``socketPath``: the administrators' socket,
+    /// which a root caller may use (`tokenctl` as root); `nil` for none.
+    public let administratorsSocketPath: String?
     /// How long one call may wait for its reply.
     public let callTimeout: Duration
     /// The longest reply accepted.
@@ -93,8 +96,11 @@ public final class TokendClient: Sendable {
     ///   - cachePolicy: when tokens may come from the in-process cache (default: while they
     ///     stay valid long enough, for at most 60 s; ``CachePolicy/disabled`` turns it off).
     ///   - eventLoopGroup: where the connection's I/O runs (default: NIO's shared group).
+    ///   - administratorsSocketPath: a socket to try first whenever the client connects, falling
+    ///     back to `socketPath` when it cannot be connected to (default: none).
     public init(
         socketPath: String? = nil,
+        administratorsSocketPath: String? = nil,
         callTimeout: Duration = .seconds(10),
         maximumMessageBytes: Int = 1 << 20,
         cachePolicy: CachePolicy = .default,
@@ -102,6 +108,7 @@ public final class TokendClient: Sendable {
     ) {
         self.socketPath =
             socketPath ?? Self.socketPath(environment: Self.environmentValue(Self.socketEnvironmentVariable))
+        self.administratorsSocketPath = administratorsSocketPath
         self.callTimeout = callTimeout
         self.maximumMessageBytes = maximumMessageBytes
         self.cachePolicy = cachePolicy
@@ -205,12 +212,17 @@ public final class TokendClient: Sendable {
             future.whenComplete { [weak self] result in
                 self?.connectFinished(generation: generation, result: result)
             }
-            TokendConnection.makeConnection(
-                socketPath: socketPath,
-                maximumMessageBytes: maximumMessageBytes,
-                connectTimeout: callTimeout,
-                eventLoopGroup: eventLoopGroup
-            ).cascade(to: promise)
+            let (socketPath, maximumMessageBytes, callTimeout, eventLoopGroup) = (
+                self.socketPath, self.maximumMessageBytes, self.callTimeout, self.eventLoopGroup
+            )
+            func connect(_ path: String) -> EventLoopFuture<TokendConnection> {
+                TokendConnection.makeConnection(
+                    socketPath: path, maximumMessageBytes: maximumMessageBytes, connectTimeout: callTimeout,
+                    eventLoopGroup: eventLoopGroup)
+            }
+            // The administrators' socket when it can be connected to, else the public one.
+            let connecting = administratorsSocketPath.map { connect($0).flatMapError { _ in connect(socketPath) } } ?? connect(socketPath)
+            connecting.cascade(to: promise)
         }
         do {
             return try await future.get()

@@ -24,6 +24,7 @@ public struct ConfigurationParser {
         var configuration = DaemonConfiguration(sourceFile: file)
 
         if let socket = try daemon.string("socket") { configuration.socketPath = resolve(socket) }
+        configuration.adminSocketPath = try parseAdminSocket(&daemon, socketPath: configuration.socketPath)
         if let mode = try daemon.string("socket_mode") {
             guard let value = UInt32(mode, radix: 8), value <= 0o777 else {
                 throw daemon.error("socket_mode", "\"\(mode)\" is not an octal file mode such as \"0666\"")
@@ -43,6 +44,7 @@ public struct ConfigurationParser {
         if let max = try daemon.integer("max_pipelined_calls", in: 1...100_000) { configuration.maxPipelinedCalls = max }
         if let timeout = try daemon.duration("call_timeout") { configuration.callTimeout = timeout }
         if let max = try daemon.integer("max_grants_in_flight", in: 1...10_000) { configuration.refreshLimits.maxGrantsInFlight = max }
+        if let max = try daemon.integer("max_relogin_commands", in: 1...1000) { configuration.refreshLimits.maxReloginCommands = max }
         if let interval = try daemon.duration("forced_refresh_interval") { configuration.refreshLimits.forcedRefreshInterval = interval }
         if let initial = try daemon.duration("retry_initial") { configuration.refreshLimits.retryInitial = initial }
         if let maximum = try daemon.duration("retry_max") { configuration.refreshLimits.retryMaximum = maximum }
@@ -85,6 +87,21 @@ public struct ConfigurationParser {
         configuration.store = try parseStore(root.raw("store"), limits: configuration.refreshLimits)
         try root.finish()
         return configuration
+    }
+
+    /// `admin_socket`: a path, `""` for none, by default the socket's path + `.admin`. Either
+    /// must fit in a socket address.
+    func parseAdminSocket(_ daemon: inout ConfigTableReader, socketPath: String) throws(ConfigurationError) -> String? {
+        let given = try daemon.string("admin_socket")
+        if given == "" { return nil }
+        let path = given.map(resolve) ?? socketPath + DaemonConfiguration.adminSocketSuffix
+        guard path.utf8.count <= 107 else {
+            throw daemon.error(
+                "admin_socket",
+                "\(path) is longer than a Unix socket address holds (107 bytes); set a shorter path, or \"\" for no administrators' socket")
+        }
+        guard path != socketPath else { throw daemon.error("admin_socket", "is the same path as daemon.socket") }
+        return path
     }
 
     func parseMetrics(_ value: ConfigValue?) throws(ConfigurationError) -> MetricsConfiguration {

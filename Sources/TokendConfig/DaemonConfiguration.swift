@@ -7,6 +7,9 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var sourceFile: String?
     /// The Unix socket path to listen on (when not socket-activated).
     public var socketPath: String
+    /// The administrators' socket (when not socket-activated): root only, beside the public one;
+    /// `nil` for none (`admin_socket = ""`). By default `socketPath` + `.admin`.
+    public var adminSocketPath: String?
     /// The socket file's mode. Connecting is open to everyone who should be able to ask; each
     /// call is then checked against the caller's identity.
     public var socketMode: UInt32
@@ -51,6 +54,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
 
     public static let defaultConfigurationFile = "/etc/tokend/tokend.toml"
     public static let defaultSocketPath = "/run/tokend/io.tokend"
+    /// What the administrators' socket's path adds to the public socket's by default.
+    public static let adminSocketSuffix = ".admin"
     public static let defaultStateDirectory = "/var/lib/tokend"
 
     public init(
@@ -70,6 +75,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
     ) {
         self.sourceFile = sourceFile
         self.socketPath = socketPath
+        self.adminSocketPath = socketPath + Self.adminSocketSuffix
         self.socketMode = socketMode
         self.stateDirectory = stateDirectory
         self.keyFile = keyFile ?? stateDirectory + "/tokend.key"

@@ -23,6 +23,8 @@ public struct RefreshLimits: Sendable, Hashable {
     /// HTTP timeouts for token endpoints.
     public var httpConnectTimeout: Duration
     public var httpTimeout: Duration
+    /// At most this many `relogin_command` hooks run at once (`max_relogin_commands`).
+    public var maxReloginCommands = 4
 
     public init(
         maxGrantsInFlight: Int = 8, forcedRefreshInterval: Duration = .seconds(30), retryInitial: Duration = .seconds(1),

@@ -63,6 +63,7 @@ extension PostgresCredentialStore {
 
     /// The live leases, by user identifier.
     func liveLeases() async throws -> [String: LeaseHolder] {
+        if isHeld { return [:] }
         let logger = logger
         return try await run("list the refresh leases") { client in
             var leases: [String: LeaseHolder] = [:]

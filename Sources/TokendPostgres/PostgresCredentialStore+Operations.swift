@@ -8,58 +8,79 @@ extension PostgresCredentialStore {
     public func loadAll() async throws -> [Credential] {
         try await readVerified(
             PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials ORDER BY user_identifier"),
-            what: "load credentials", skippingRefused: false)
+            what: "load credentials", skippingRefused: false, users: nil)
     }
 
     /// Every credential but those refused by their integrity check (reported and logged, and
-    /// left out: a row edited outside tokend grants nothing, and the others still serve).
+    /// left out: a row edited outside tokend grants nothing, and the others still serve). None
+    /// while the store is held.
     public func loadIndex() async throws -> [IndexedCredential] {
         try await readVerified(
             PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials"), what: "load credentials",
-            skippingRefused: true
+            skippingRefused: true, users: nil
         ).map { IndexedCredential(decrypted: $0) }
     }
 
     public func load(userIdentifier: String) async throws -> Credential? {
         var query = PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = $1")
         try query.binds.append(userIdentifier)
-        return try await readVerified(query, what: "load credential '\(userIdentifier)'", skippingRefused: false).first
+        return try await readVerified(query, what: "load credential '\(userIdentifier)'", skippingRefused: false, users: [userIdentifier])
+            .first
     }
 
     /// Runs a `SELECT` of ``selectColumns`` and returns the rows that pass their integrity
-    /// check: authenticated with the master key, and no older than what this node saw before
-    /// the read began. A refused row is logged and reported (``onIntegrityFailure(_:)``), then
-    /// fails the read or, with `skippingRefused`, is left out.
-    func readVerified(_ query: PostgresQuery, what: String, skippingRefused: Bool) async throws -> [Credential] {
+    /// check: authenticated with the master key for this store, and no older than what this
+    /// node saw before the read began. A refused row is logged and reported
+    /// (``onIntegrityFailure(_:)``), then fails the read or, with `skippingRefused`, is left out.
+    ///
+    /// The rows' floors are durable before this returns (and so before any of them is served);
+    /// a credential this node had seen that the read finds gone is remembered as removed.
+    ///
+    /// - Parameter users: the credentials the query selects, or nil for all of them.
+    func readVerified(_ query: PostgresQuery, what: String, skippingRefused: Bool, users: [String]?) async throws -> [Credential] {
+        if isHeld { return [] }
         let cipher = cipher
         let logger = logger
-        let floors = seenGenerations()
-        return try await run(what) { client in
+        let store = storeID
+        let floors = users.map(floors(of:)) ?? memory.floors()
+        let (credentials, present): ([Credential], Set<String>) = try await run(what) { client in
             var credentials: [Credential] = []
+            var present: Set<String> = []
             for try await row in try await client.query(query, logger: logger) {
+                if let user = try? row.makeRandomAccess()["user_identifier"].decode(String.self) { present.insert(user) }
                 do {
-                    credentials.append(try self.admitRow(row, cipher: cipher, floors: floors))
+                    credentials.append(try self.admitRow(row, cipher: cipher, store: store, floors: floors))
                 } catch let error as StorageError where error.code == .integrity && skippingRefused {
                     continue
                 }
             }
-            return credentials
+            return (credentials, present)
         }
+        var raised: [String: SharedStoreMemory.Floor] = [:]
+        for credential in credentials { raised[credential.userIdentifier] = SharedStoreMemory.Floor(generation: credential.generation) }
+        // `floors` holds exactly the credentials the query selects.
+        for (user, floor) in floors where !floor.removed && !present.contains(user) {
+            raised[user] = SharedStoreMemory.Floor(generation: floor.generation, removed: true)
+        }
+        try await keepFloors(raised)
+        return credentials
     }
 
-    /// One row through ``verifiedCredential(from:cipher:)`` and ``admit(_:generation:contentDigest:salt:floor:)``.
-    func admitRow(_ row: PostgresRow, cipher: CredentialCipher, floors: [String: Int64]) throws -> Credential {
-        try admitAuthenticatedRow(row, cipher: cipher, floors: floors).credential
+    /// One row through ``verifiedCredential(from:cipher:store:)`` and ``admit(_:generation:contentDigest:salt:floor:)``.
+    func admitRow(_ row: PostgresRow, cipher: CredentialCipher, store: String, floors: [String: SharedStoreMemory.Floor]) throws
+        -> Credential
+    {
+        try admitAuthenticatedRow(row, cipher: cipher, store: store, floors: floors).credential
     }
 
-    /// ``admitRow(_:cipher:floors:)``, also returning the row's verified authenticity (content
-    /// digest and salt) for a write that builds on exactly this row.
-    func admitAuthenticatedRow(_ row: PostgresRow, cipher: CredentialCipher, floors: [String: Int64]) throws -> (
-        credential: Credential, authenticity: RowAuthenticity
-    ) {
+    /// ``admitRow(_:cipher:store:floors:)``, also returning the row's verified authenticity
+    /// (content digest and salt) for a write that builds on exactly this row.
+    func admitAuthenticatedRow(
+        _ row: PostgresRow, cipher: CredentialCipher, store: String, floors: [String: SharedStoreMemory.Floor]
+    ) throws -> (credential: Credential, authenticity: RowAuthenticity) {
         let (credential, authenticity): (Credential, RowAuthenticity)
         do {
-            (credential, authenticity) = try Self.verifiedCredential(from: row, cipher: cipher)
+            (credential, authenticity) = try Self.verifiedCredential(from: row, cipher: cipher, store: store)
         } catch let error as StorageError where error.code == .integrity {
             let cells = row.makeRandomAccess()
             reportIntegrity(
@@ -75,10 +96,12 @@ extension PostgresCredentialStore {
     }
 
     /// Every credential's generation, by user identifier (the periodic reconciliation). A
-    /// generation older than one this node has seen is reported as a rollback.
+    /// generation older than one this node has seen is reported as a rollback. None while the
+    /// store is held.
     public func generations() async throws -> [String: Int64] {
+        if isHeld { return [:] }
         let logger = logger
-        let floors = seenGenerations()
+        let floors = memory.floors()
         let result = try await run("list generations") { client in
             var result: [String: Int64] = [:]
             for try await (user, generation) in try await client.query(
@@ -89,15 +112,14 @@ extension PostgresCredentialStore {
             return result
         }
         for (user, generation) in result {
-            guard let floor = floors[user], generation < floor else { continue }
+            guard let floor = floors[user], floor.refuses(generation) else { continue }
             reportIntegrity(
                 StorageError(
                     code: .integrity,
                     message: "stored credential '\(user)' was rolled back to generation \(generation); this node has seen "
-                        + "generation \(floor); it is refused"),
+                        + "generation \(floor.generation); it is refused"),
                 kind: .rolledBack, user: user, generation: generation)
         }
-        saveGenerationFloors()
         return result
     }
 
@@ -122,7 +144,9 @@ extension PostgresCredentialStore {
     /// the expected generation, in the same statement; nothing is written if it exists and none
     /// was expected.
     private func insert(_ credential: Credential, replacing: Bool, expecting: StoredRowExpectation?) async throws -> Credential {
+        try checkNotHeld()
         let cipher = cipher
+        let store = storeID
         let user = credential.userIdentifier
         let values = try Self.columnValues(credential, cipher: cipher)
         let authenticity = RowAuthenticity(values)
@@ -131,8 +155,11 @@ extension PostgresCredentialStore {
         let placeholders = columns.indices.map { "$\($0 + 1)" } + ["$\(columns.count + 1)", "$\(columns.count + 2)", "tokend_now_ms()"]
         var sql = "INSERT INTO tokend_credentials (\(names.joined(separator: ", "))) VALUES (\(placeholders.joined(separator: ", "))) "
         var expectedGeneration: Int64?
+        // Whether the write may overwrite a stored row (else it adds one where there was none).
+        var overwrites = false
         switch (replacing, expecting) {
         case (true, nil), (true, .generation?):
+            overwrites = true
             sql +=
                 "ON CONFLICT (user_identifier) DO UPDATE SET "
                 + names.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
@@ -151,7 +178,7 @@ extension PostgresCredentialStore {
             var query = PostgresQuery(unsafeSQL: sql)
             for (_, value) in columns { try value.append(to: &query.binds) }
             try query.binds.append(generation)
-            try query.binds.append(ByteBuffer(bytes: authenticity.tag(user, generation: generation, keyring: keyring)))
+            try query.binds.append(ByteBuffer(bytes: authenticity.tag(store: store, user, generation: generation, keyring: keyring)))
             if let expectedGeneration { try query.binds.append(expectedGeneration) }
             var stored: Int64?
             for try await value in try await client.query(query, logger: logger).decode(Int64.self) { stored = value }
@@ -166,6 +193,11 @@ extension PostgresCredentialStore {
             throw StorageError(code: .alreadyExists, message: "a credential for '\(user)' already exists")
         }
         noteSeen(user, generation: generation, contentDigest: authenticity.contentDigest, salt: authenticity.salt)
+        // Before the write is acknowledged: on disk when it replaced a row (an older row of this
+        // credential must never come back). A credential added where there was none has no
+        // older row this node served: its floor survives the process being killed at once, and
+        // reaches the disk with the next synced write, so that adds cost no fsync of their own.
+        try await keepFloors([user: SharedStoreMemory.Floor(generation: generation)], synced: overwrites)
         var stored = credential
         stored.generation = generation
         return stored
@@ -200,6 +232,7 @@ extension PostgresCredentialStore {
         _ user: String, _ expectedGeneration: Int64, _ columns: [(String, ColumnValue)], content: (digest: [UInt8], salt: [UInt8])?,
         what: String
     ) async throws -> Int64 {
+        try checkNotHeld()
         let fence = leaseBook.withLock { $0[user] }
         let count = columns.count
         let assignments = columns.enumerated().map { "\($0.element.0) = $\($0.offset + 1)" }
@@ -215,7 +248,8 @@ extension PostgresCredentialStore {
         let statusNames = Set(Self.statusColumns.map(\.0))
         let status = columns.filter { statusNames.contains($0.0) }
         let seen = seenRows.withLock { $0[user] }
-        let floors = seenGenerations()
+        let floors = floors(of: [user])
+        let store = storeID
         let known = content ?? seen.flatMap { $0.generation == expectedGeneration ? ($0.contentDigest, $0.salt) : nil }
         let statusOnly = content == nil
         let cipher = cipher
@@ -232,14 +266,14 @@ extension PostgresCredentialStore {
                 // Checked against the newest generation this node has seen (a rolled-back row is
                 // refused), and the digest taken from this row itself, not from the newest seen.
                 for try await row in try await client.query(read, logger: logger) {
-                    let authenticity = try self.admitAuthenticatedRow(row, cipher: cipher, floors: floors).authenticity
+                    let authenticity = try self.admitAuthenticatedRow(row, cipher: cipher, store: store, floors: floors).authenticity
                     known = (authenticity.contentDigest, authenticity.salt)
                 }
             }
             let generation = try await Self.nextGeneration(client, logger: logger)
             // Without a digest the row is gone or moved on, and the update below matches nothing.
             let tag = RowAuthenticity(contentDigest: known?.digest ?? [], status: status).tag(
-                user, generation: generation, keyring: cipher.keyring)
+                store: store, user, generation: generation, keyring: cipher.keyring)
             var query = PostgresQuery(unsafeSQL: sql)
             for (_, value) in columns { try value.append(to: &query.binds) }
             try query.binds.append(user)
@@ -273,13 +307,16 @@ extension PostgresCredentialStore {
             )
         }
         noteSeen(user, generation: written.generation, contentDigest: written.digest, salt: written.salt)
+        // Durable before the write is acknowledged (and its credential served).
+        try await keepFloors([user: SharedStoreMemory.Floor(generation: written.generation)], synced: !statusOnly)
         return written.generation
     }
 
     @discardableResult
     public func remove(userIdentifier: String, expectedGeneration: Int64) async throws -> Bool {
+        try checkNotHeld()
         let logger = logger
-        return try await run("remove credential '\(userIdentifier)'") { client in
+        let removed = try await run("remove credential '\(userIdentifier)'") { client in
             for try await _ in try await client.query(
                 """
                 DELETE FROM tokend_credentials WHERE user_identifier = \(userIdentifier) AND generation = \(expectedGeneration)
@@ -298,23 +335,37 @@ extension PostgresCredentialStore {
             }
             return false
         }
+        if removed { try await keepRemoved(userIdentifier, generation: expectedGeneration) }
+        return removed
     }
 
     @discardableResult
     public func remove(userIdentifier: String) async throws -> Bool {
+        try checkNotHeld()
         let logger = logger
-        return try await run("remove credential '\(userIdentifier)'") { client in
-            var removed = false
-            for try await _ in try await client.query(
+        let removed: Int64? = try await run("remove credential '\(userIdentifier)'") { client in
+            var removed: Int64?
+            for try await generation in try await client.query(
                 "DELETE FROM tokend_credentials WHERE user_identifier = \(userIdentifier) RETURNING generation", logger: logger
             ).decode(Int64.self) {
-                removed = true
+                removed = generation
             }
             return removed
         }
+        if let removed { try await keepRemoved(userIdentifier, generation: removed) }
+        return removed != nil
     }
 
+    /// Remembers, durably, that the row at `generation` was removed: written back, that very
+    /// row is refused as rolled back.
+    private func keepRemoved(_ user: String, generation: Int64) async throws {
+        try await keepFloors([user: SharedStoreMemory.Floor(generation: generation, removed: true)])
+    }
+
+    /// While the store is held every key of the keyring counts as in use: none is dropped on
+    /// the word of a store this node does not recognise.
     public func keyIDsInUse() async throws -> Set<String> {
+        if isHeld { return Set(cipher.keyring.keyIDs) }
         let logger = logger
         return try await run("list the keys in use") { client in
             var ids = Set<String>()
@@ -338,8 +389,14 @@ extension PostgresCredentialStore {
         }
     }
 
+    /// A held store is not re-encrypted: its rows are not this node's until an administrator
+    /// adopts it.
     public func reencrypt(under keyring: Keyring) async throws -> Int {
         replaceKeyring(keyring)
+        if isHeld { return 0 }
+        let store = storeID
+        // Floors only rise: rows read by the passes below are at least as new as this.
+        let floors = memory.floors()
         let currentID = keyring.current.id
         let logger = logger
         var total = 0
@@ -347,7 +404,6 @@ extension PostgresCredentialStore {
         // pass that finds fewer ends the loop.
         for _ in 0..<1_000_000 {
             let cipher = cipher
-            let floors = seenGenerations()
             let (count, passed): (Int, Int) = try await run("re-encrypt credentials") { client in
                 try await client.withTransaction(logger: logger) { connection -> (Int, Int) in
                     var rows: [Credential] = []
@@ -372,7 +428,7 @@ extension PostgresCredentialStore {
                         ), logger: logger
                     ) {
                         // A row refused by its integrity check stays as it is (reported); it is never re-sealed.
-                        guard let credential = try? self.admitRow(row, cipher: cipher, floors: floors) else {
+                        guard let credential = try? self.admitRow(row, cipher: cipher, store: store, floors: floors) else {
                             refused += 1
                             continue
                         }
@@ -394,7 +450,7 @@ extension PostgresCredentialStore {
                         try query.binds.append(
                             ByteBuffer(
                                 bytes: authenticity.tag(
-                                    credential.userIdentifier, generation: credential.generation, keyring: cipher.keyring)))
+                                    store: store, credential.userIdentifier, generation: credential.generation, keyring: cipher.keyring)))
                         try query.binds.append(credential.userIdentifier)
                         try await connection.query(query, logger: logger).collect()
                         self.noteSeen(

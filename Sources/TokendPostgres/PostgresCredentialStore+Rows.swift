@@ -67,8 +67,9 @@ struct RowAuthenticity: Sendable {
         self.status = status.map { ($0.0, $0.1.authenticated) }
     }
 
-    func tag(_ user: String, generation: Int64, keyring: Keyring) -> [UInt8] {
-        RowAuthentication.tag(userIdentifier: user, contentDigest: contentDigest, status: status, generation: generation, keyring: keyring)
+    func tag(store: String, _ user: String, generation: Int64, keyring: Keyring) -> [UInt8] {
+        RowAuthentication.tag(
+            store: store, userIdentifier: user, contentDigest: contentDigest, status: status, generation: generation, keyring: keyring)
     }
 }
 
@@ -151,18 +152,18 @@ extension PostgresCredentialStore {
         String(decoding: try JSONEncoder().encode(readers.map(\.description)), as: UTF8.self)
     }
 
-    /// Decodes a row selected with ``selectColumns``, checks its authentication tag, and
-    /// decrypts it.
+    /// Decodes a row selected with ``selectColumns``, checks its authentication tag for the
+    /// store `store`, and decrypts it.
     ///
     /// - Returns: the credential and the digest of its content (for a later status-only write).
     /// - Throws: ``StorageError`` `.integrity` if the tag does not match (the row was edited
-    ///   outside tokend), `.corruptRecord` or `.decryption` as before.
-    static func verifiedCredential(from row: PostgresRow, cipher: CredentialCipher) throws -> (Credential, RowAuthenticity) {
+    ///   outside tokend, or comes from another store), `.corruptRecord` or `.decryption` as before.
+    static func verifiedCredential(from row: PostgresRow, cipher: CredentialCipher, store: String) throws -> (Credential, RowAuthenticity) {
         let user = (try? row.makeRandomAccess()["user_identifier"].decode(String.self)) ?? "?"
         let (authenticity, generation, tag) = try authenticity(of: row)
         try RowAuthentication.verify(
-            tag, userIdentifier: user, contentDigest: authenticity.contentDigest, status: authenticity.status, generation: generation,
-            keyring: cipher.keyring)
+            tag, store: store, userIdentifier: user, contentDigest: authenticity.contentDigest, status: authenticity.status,
+            generation: generation, keyring: cipher.keyring)
         return (try credential(from: row, cipher: cipher), authenticity)
     }
 
@@ -192,7 +193,7 @@ extension PostgresCredentialStore {
     }
 
     /// Decodes and decrypts a row selected with ``selectColumns``, without checking its
-    /// authentication tag (``verifiedCredential(from:cipher:)`` checks it).
+    /// authentication tag (``verifiedCredential(from:cipher:store:)`` checks it).
     static func credential(from row: PostgresRow, cipher: CredentialCipher) throws -> Credential {
         let cells = row.makeRandomAccess()
         let user = (try? cells["user_identifier"].decode(String.self)) ?? "?"

@@ -1,10 +1,11 @@
+import Logging
 import NIOCore
 import PostgresNIO
 import TokendStorage
 
 extension PostgresCredentialStore {
     /// The schema version the newest migration produces.
-    static let schemaVersion = 4
+    public static var schemaVersion: Int { migrations.count }
 
     /// The key of the transaction-level advisory lock every node takes before looking at the
     /// schema: when several nodes start at once, one migrates and the others wait, then find
@@ -103,14 +104,19 @@ extension PostgresCredentialStore {
         ["ALTER TABLE tokend_credentials ADD COLUMN dpop_key bytea"],
         // 3: tokens narrowed to a scope or resource, one sealed JSON array per credential.
         ["ALTER TABLE tokend_credentials ADD COLUMN narrowed_tokens bytea"],
-        // 4: each row's authentication tag (RowAuthentication); rows stored before are tagged
-        // in the same transaction (authenticateUntaggedRows).
+        // 4: each row's authentication tag (RowAuthentication). Rows stored before stay untagged,
+        // and refused, until an administrator adopts them (tokenctl store adopt).
         ["ALTER TABLE tokend_credentials ADD COLUMN row_mac bytea"],
         // 5: the refresh token's stated expiry and the re-login warnings said (no secret).
         [
             "ALTER TABLE tokend_credentials ADD COLUMN refresh_token_expires_at bigint",
             "ALTER TABLE tokend_credentials ADD COLUMN relogin_warnings text",
         ],
+        // 6: row tags name the store (RowAuthentication version 2); a node that served the store
+        // before carries its own tags over (carryOverLegacyTags), others leave them to an
+        // administrator. No change of columns: the version tells nodes of earlier versions not
+        // to use the store, whose tags they could not check.
+        ["COMMENT ON COLUMN tokend_credentials.row_mac IS 'RowAuthentication version 2: names tokend_meta store_id'"],
     ]
 
     /// The migration after which rows carry an authentication tag.
@@ -118,91 +124,164 @@ extension PostgresCredentialStore {
 
     /// How long a node's start-up may take to migrate the schema, or to wait for the lock while
     /// another node migrates it. Longer than the operation timeout: nodes started together wait
-    /// in turn for one migration, which tags every existing row once.
+    /// in turn for one migration, which may carry every row's tag over once.
     static let migrationLimit = Duration.seconds(120)
 
-    /// Brings the schema up to date under the migration lock, and records this node.
+    /// What the store says about itself, read under the migration lock.
+    static func observe(_ connection: PostgresConnection, logger: Logger) async throws -> StoreAdmission.Observed {
+        var tables: Set<String> = []
+        for try await name in try await connection.query(
+            """
+            SELECT table_name::text FROM information_schema.tables
+            WHERE table_schema = current_schema() AND table_name IN ('tokend_schema', 'tokend_meta')
+            """, logger: logger
+        ).decode(String.self) {
+            tables.insert(name)
+        }
+        var observed = StoreAdmission.Observed(schemaVersion: 0, storeID: nil)
+        if tables.contains("tokend_schema") {
+            for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM tokend_schema", logger: logger)
+                .decode(Int.self)
+            {
+                observed.schemaVersion = version
+            }
+        }
+        if tables.contains("tokend_meta") {
+            for try await id in try await connection.query("SELECT value FROM tokend_meta WHERE key = 'store_id'", logger: logger)
+                .decode(String.self)
+            {
+                observed.storeID = id
+            }
+        }
+        return observed
+    }
+
+    /// Applies the migrations after `current`, each recorded in `tokend_schema`; how many ran.
+    static func applyMigrations(_ connection: PostgresConnection, from current: Int, node: String, logger: Logger) async throws -> Int {
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS tokend_schema (
+                version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now(), applied_by text NOT NULL
+            )
+            """, logger: logger
+        ).collect()
+        var count = 0
+        for (index, statements) in migrations.enumerated() where index + 1 > current {
+            for statement in statements {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
+            }
+            try await connection.query(
+                "INSERT INTO tokend_schema (version, applied_by) VALUES (\(index + 1), \(node))", logger: logger
+            ).collect()
+            count += 1
+        }
+        return count
+    }
+
+    /// A new store's id: 128 random bits, in hex.
+    static func newStoreID() -> String {
+        (0..<2).map { _ in
+            let hex = String(UInt64.random(in: .min ... .max), radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
+    }
+
+    /// Sets the store's id (a new store, or an administrator's adoption).
+    static func setStoreID(_ id: String, _ connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            "CREATE TABLE IF NOT EXISTS tokend_meta (key text PRIMARY KEY, value text NOT NULL)", logger: logger
+        ).collect()
+        try await connection.query(
+            """
+            INSERT INTO tokend_meta (key, value) VALUES ('store_id', \(id))
+            ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+            """, logger: logger
+        ).collect()
+    }
+
+    /// Admits the store (``StoreAdmission``) under the migration lock: creates it, or brings
+    /// its schema up to date, or holds it untouched; records this node.
     ///
     /// - Throws: ``StorageError`` `.database` if the database has a newer schema than this build.
     func migrate(productVersion: String) async throws {
         let node = settings.nodeName
-        let migrations = Self.migrations
         let logger = logger
+        let record = memory.record
+        let keyring = cipher.keyring
         let limit = max(Self.migrationLimit, .milliseconds(settings.operationTimeoutMilliseconds))
-        let applied: Int = try await run("migrate the shared store's schema", limit: limit) { client in
-            try await client.withTransaction(logger: logger) { connection -> Int in
+        let (admission, id, applied, carried): (StoreAdmission, String?, Int, Int) = try await run(
+            "migrate the shared store's schema", limit: limit
+        ) { client in
+            try await client.withTransaction(logger: logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger).collect()
-                try await connection.query(
-                    """
-                    CREATE TABLE IF NOT EXISTS tokend_schema (
-                        version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now(), applied_by text NOT NULL
-                    )
-                    """, logger: logger
-                ).collect()
-                var current = 0
-                for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM tokend_schema", logger: logger)
-                    .decode(Int.self)
-                {
-                    current = version
-                }
-                guard current <= migrations.count else {
+                let observed = try await Self.observe(connection, logger: logger)
+                guard observed.schemaVersion <= Self.migrations.count else {
                     throw StorageError(
                         code: .database,
-                        message: "the shared store has schema version \(current), newer than this build knows (\(migrations.count)); "
-                            + "refusing to use it"
+                        message: "the shared store has schema version \(observed.schemaVersion), newer than this build knows "
+                            + "(\(Self.migrations.count)); refusing to use it"
                     )
                 }
-                var count = 0
-                for (index, statements) in migrations.enumerated() where index + 1 > current {
-                    for statement in statements {
-                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
-                    }
-                    try await connection.query(
-                        "INSERT INTO tokend_schema (version, applied_by) VALUES (\(index + 1), \(node))", logger: logger
-                    ).collect()
-                    count += 1
+                let admission = StoreAdmission.decide(record: record, store: observed)
+                let id: String
+                var carryOver = false
+                switch admission {
+                case .hold:
+                    return (admission, nil, 0, 0)
+                case .create:
+                    id = Self.newStoreID()
+                case .open(let storeID, let carry):
+                    (id, carryOver) = (storeID, carry)
                 }
-                // Tagged once every column exists (rows are read with all of them), in the
-                // same transaction.
-                if current < Self.rowAuthenticationVersion, migrations.count >= Self.rowAuthenticationVersion {
-                    try await self.authenticateUntaggedRows(connection)
-                }
+                let applied = try await Self.applyMigrations(connection, from: observed.schemaVersion, node: node, logger: logger)
+                if case .create = admission { try await Self.setStoreID(id, connection, logger: logger) }
+                let carried = carryOver ? try await self.carryOverLegacyTags(connection, store: id, keyring: keyring) : 0
                 try await connection.query(
                     """
                     INSERT INTO tokend_meta (key, value) VALUES ('last_opened_by', \(productVersion))
                     ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
                     """, logger: logger
                 ).collect()
-                return count
+                return (admission, id, applied, carried)
             }
+        }
+        if case .hold(let reason) = admission {
+            heldReason.withLock { $0 = reason }
+        } else if let id {
+            storeIDBox.withLock { $0 = id }
+            try memory.remember(SharedStoreRecord(storeID: id, schemaVersion: Self.schemaVersion), keyring: keyring)
         }
         if applied > 0 {
             logger.notice("migrated the shared store's schema", metadata: ["version": "\(Self.schemaVersion)", "node": "\(node)"])
         }
+        if carried > 0 {
+            logger.notice("tagged the store's rows for this store, as this node had seen them", metadata: ["count": "\(carried)"])
+        }
         try await heartbeat(version: productVersion)
     }
 
-    /// Tags the rows stored before row authentication existed (the upgrade to schema 4), under
-    /// the migration's lock and transaction: each row whose tokens open with the master key (so
-    /// tokend wrote them) is tagged as it stands. A row whose tokens do not open keeps no tag
-    /// and is refused from then on.
-    func authenticateUntaggedRows(_ connection: PostgresConnection) async throws {
-        let cipher = cipher
+    /// Tags anew, for the store `store`, every row whose tag of the earlier format (which did
+    /// not name the store) checks out: under the migration lock, in its transaction, with the
+    /// generation unchanged. A row whose tag does not check out keeps it, and is refused.
+    func carryOverLegacyTags(_ connection: PostgresConnection, store: String, keyring: Keyring) async throws -> Int {
         var tags: [(String, [UInt8])] = []
         for try await row in try await connection.query(
-            PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE row_mac IS NULL"), logger: logger
+            PostgresQuery(
+                unsafeSQL:
+                    "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE get_byte(row_mac, 0) = \(RowAuthentication.legacyVersion)"),
+            logger: logger
         ) {
+            let user = (try? row.makeRandomAccess()["user_identifier"].decode(String.self)) ?? "?"
             do {
-                let credential = try Self.credential(from: row, cipher: cipher)
                 let stored = try Self.authenticity(of: row)
-                tags.append(
-                    (
-                        credential.userIdentifier,
-                        stored.authenticity.tag(credential.userIdentifier, generation: stored.generation, keyring: cipher.keyring)
-                    ))
+                try RowAuthentication.verifyLegacy(
+                    stored.tag, userIdentifier: user, contentDigest: stored.authenticity.contentDigest, status: stored.authenticity.status,
+                    generation: stored.generation, keyring: keyring)
+                tags.append((user, stored.authenticity.tag(store: store, user, generation: stored.generation, keyring: keyring)))
             } catch {
                 logger.error(
-                    "a stored credential cannot be authenticated on upgrade; it will be refused", metadata: ["problem": "\(error)"])
+                    "a stored credential's tag of the earlier format does not check out; it stays refused",
+                    metadata: ["user_identifier": "\(user)", "problem": "\(error)"])
             }
         }
         for (user, tag) in tags {
@@ -210,11 +289,13 @@ extension PostgresCredentialStore {
                 "UPDATE tokend_credentials SET row_mac = \(ByteBuffer(bytes: tag)) WHERE user_identifier = \(user)", logger: logger
             ).collect()
         }
-        if !tags.isEmpty { logger.notice("authenticated the stored credentials", metadata: ["count": "\(tags.count)"]) }
+        return tags.count
     }
 
-    /// Records that this node is alive (for `Status`).
+    /// Records that this node is alive (for `Status`); not while it holds the store, which it
+    /// takes no part in (its tables may not even exist).
     func heartbeat(version: String) async throws {
+        if isHeld { return }
         let node = settings.nodeName
         let logger = logger
         try await run("record this node") { client in
@@ -230,6 +311,7 @@ extension PostgresCredentialStore {
 
     /// The nodes seen within `window` milliseconds, sorted.
     func recentNodes(withinMilliseconds window: Int64) async throws -> [String] {
+        if isHeld { return [settings.nodeName] }
         let logger = logger
         return try await run("list the nodes") { client in
             var names: [String] = []

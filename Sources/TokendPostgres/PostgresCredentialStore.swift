@@ -39,16 +39,19 @@ public final class PostgresCredentialStore: CredentialStore {
     /// are fenced by it.
     let leaseBook = Mutex<[String: Int64]>([:])
     /// Per credential, the newest row this node has read or written, authenticated: its
-    /// generation (a row older than that is a rollback) and its content digest (so a
-    /// status-only write can authenticate the row without reading it again). Kept after a
-    /// removal, so an old row written back is still recognised.
+    /// generation and its content digest (so that a status-only write can authenticate the row
+    /// without reading it again).
     let seenRows = Mutex<[String: SeenRow]>([:])
-    /// Floors saved by this node before it last stopped (``GenerationFloors``), compared with
-    /// rows as the floors of ``seenRows`` are.
-    let persistedFloors = Mutex<[String: Int64]>([:])
-    /// The store id the floors file is written for, once read; the floors last written.
-    let generationFloorsStore = Mutex<String?>(nil)
-    let savedFloors = Mutex<[String: Int64]?>(nil)
+    /// What this node remembers of the store outside the database: the store's id and schema
+    /// version, and the newest generation of each credential (its floor), durable before a row
+    /// is served or a write acknowledged.
+    let memory: SharedStoreMemory
+    /// The store's id (`tokend_meta.store_id`), which every row tag names; set when the store
+    /// is admitted.
+    let storeIDBox = Mutex<String>("")
+    /// Why this node serves none of the store's rows until an administrator confirms the store
+    /// (``StoreAdmission/hold(reason:)``), or nil.
+    let heldReason = Mutex<String?>(nil)
     /// Refused rows already reported, as "kind generation user", so a reconciliation does not
     /// report the same one again every interval.
     private let reportedRefusals = Mutex<Set<String>>([])
@@ -69,13 +72,20 @@ public final class PostgresCredentialStore: CredentialStore {
             // Reachable first, within the operation timeout: a database that is down or refuses
             // the login is reported as such, not after the migration's longer bound.
             try await store.connectOnce()
+            store.importLegacyFloors()
             try await store.migrate(productVersion: productVersion)
-            try await store.loadGenerationFloors()
+            try await store.checkCounter()
         } catch {
             try? await store.close()
             throw error
         }
-        logger.info("opened shared credential store", metadata: ["url": "\(store.address)", "node": "\(settings.nodeName)"])
+        if let reason = store.heldReason.withLock({ $0 }) {
+            logger.error(
+                "serving none of the shared store's credentials: \(reason)",
+                metadata: ["url": "\(store.address)", "node": "\(settings.nodeName)"])
+        } else {
+            logger.info("opened shared credential store", metadata: ["url": "\(store.address)", "node": "\(settings.nodeName)"])
+        }
         return store
     }
 
@@ -93,6 +103,8 @@ public final class PostgresCredentialStore: CredentialStore {
         self.now = now
         self.keyringBox = Mutex(keyring)
         self.monitor = HealthMonitor(now: now)
+        self.memory = try SharedStoreMemory(
+            path: settings.stateDirectory.map { $0 + "/" + SharedStoreMemory.fileName }, keyring: keyring)
         let tls = try Self.tls(settings.tls)
         var configuration = PostgresClient.Configuration(
             host: address.host, port: address.port, username: address.user, password: settings.password,
@@ -151,8 +163,26 @@ public final class PostgresCredentialStore: CredentialStore {
 
     func replaceKeyring(_ keyring: Keyring) { keyringBox.withLock { $0 = keyring } }
 
-    /// The store's health now.
-    public var health: StoreHealth { monitor.current }
+    /// The store's health now: a held store is a problem until an administrator confirms it.
+    public var health: StoreHealth {
+        var health = monitor.current
+        if let reason = heldReason.withLock({ $0 }) { health.problem = "serving none of its credentials: " + reason }
+        return health
+    }
+
+    /// The store's id, which every row tag names.
+    var storeID: String { storeIDBox.withLock { $0 } }
+
+    /// Fails while the store is held (``StoreAdmission/hold(reason:)``): nothing is written to a
+    /// store this node does not recognise.
+    func checkNotHeld() throws {
+        if let reason = heldReason.withLock({ $0 }) {
+            throw StorageError(code: .integrity, message: "the shared store is held until an administrator confirms it: \(reason)")
+        }
+    }
+
+    /// Whether reads answer nothing (the store is held).
+    var isHeld: Bool { heldReason.withLock { $0 != nil } }
 
     /// Calls `observer` for every row refused by its integrity check (the daemon counts them).
     public func onIntegrityFailure(_ observer: @escaping @Sendable (IntegrityFailure) -> Void) {
@@ -169,12 +199,6 @@ public final class PostgresCredentialStore: CredentialStore {
         integrityObserver.withLock { $0 }?(kind)
     }
 
-    /// The generations of the newest rows seen, to compare rows read from now on with.
-    func seenGenerations() -> [String: Int64] {
-        let seen = seenRows.withLock { $0.mapValues(\.generation) }
-        return persistedFloors.withLock { $0 }.merging(seen, uniquingKeysWith: max)
-    }
-
     /// Records an authenticated row read or written at `generation`.
     func noteSeen(_ user: String, generation: Int64, contentDigest: [UInt8], salt: [UInt8]) {
         seenRows.withLock { rows in
@@ -183,20 +207,46 @@ public final class PostgresCredentialStore: CredentialStore {
         }
     }
 
+    /// The floors of `users` now, to check rows read after this with.
+    func floors(of users: [String]) -> [String: SharedStoreMemory.Floor] {
+        var floors: [String: SharedStoreMemory.Floor] = [:]
+        for user in users { floors[user] = memory.floor(of: user) }
+        return floors
+    }
+
     /// Checks an authenticated row's generation against `floor`, the newest this node had seen
-    /// before the read began (a row read later can only be as new or newer), and records it.
+    /// before the read began (a row read later can only be as new or newer), and records it. The
+    /// caller makes the floor durable (``SharedStoreMemory/raise(_:)``) before the row is served.
     ///
     /// - Throws: ``StorageError`` `.integrity` if the row is older: it was rolled back.
-    func admit(_ user: String, generation: Int64, contentDigest: [UInt8], salt: [UInt8], floor: Int64?) throws {
-        if let floor, generation < floor {
+    func admit(_ user: String, generation: Int64, contentDigest: [UInt8], salt: [UInt8], floor: SharedStoreMemory.Floor?) throws {
+        if let floor, floor.refuses(generation) {
+            let seen = floor.removed ? "seen generation \(floor.generation) removed" : "seen generation \(floor.generation)"
             let error = StorageError(
                 code: .integrity,
-                message: "stored credential '\(user)' was rolled back to generation \(generation); this node has seen generation "
-                    + "\(floor); it is refused")
+                message: "stored credential '\(user)' was rolled back to generation \(generation); this node has \(seen); it is refused")
             reportIntegrity(error, kind: .rolledBack, user: user, generation: generation)
             throw error
         }
         noteSeen(user, generation: generation, contentDigest: contentDigest, salt: salt)
+    }
+
+    /// Makes the floors of rows read or written durable; throws when they cannot be, so that
+    /// the rows are not served.
+    ///
+    /// - Parameter synced: false for a write of the refresh bookkeeping alone (a grant's
+    ///   in-flight marker, a retry time), whose floor survives the process being killed at once
+    ///   but may wait for the next synced write to survive a power failure: the content it
+    ///   shares with the row before it (readers, tokens) is protected by that row's synced floor.
+    func keepFloors(_ floors: [String: SharedStoreMemory.Floor], synced: Bool = true) async throws {
+        do {
+            try await memory.raise(floors, synced: synced)
+        } catch let error as StorageError {
+            logger.error("\(error.description)")
+            throw StorageError(
+                code: .fileSystem,
+                message: "this node cannot save the generations it has seen, so it serves nothing newer: \(error.message)")
+        }
     }
 
     public func close() async throws {
@@ -205,7 +255,6 @@ public final class PostgresCredentialStore: CredentialStore {
             return closed
         }
         if already { return }
-        saveGenerationFloors()
         runTask.cancel()
         // Bounded: a client that does not wind down must not hold up the daemon's stop.
         if await BoundedWait.result(of: runTask, within: Self.closeLimit) == nil {
@@ -248,7 +297,13 @@ public final class PostgresCredentialStore: CredentialStore {
             throw StorageError(code: .closed, message: "the shared credential store is closed")
         }
         let client = client
-        let task = Task { try await body(client) }
+        let task = Task {
+            do {
+                return try await body(client)
+            } catch let error as PostgresTransactionError {
+                throw Self.unwrapped(error)
+            }
+        }
         let limit = limit ?? Duration.milliseconds(settings.operationTimeoutMilliseconds)
         let timer = Task {
             try await Task.sleep(for: limit)
@@ -279,6 +334,15 @@ public final class PostgresCredentialStore: CredentialStore {
             if mapped.serverAnswered { monitor.succeeded() } else { monitor.failed(mapped.text) }
             throw StorageError(code: .database, message: "cannot \(what): \(mapped.text)")
         }
+    }
+
+    /// What went wrong in a transaction: the error its body threw (a ``StorageError`` of the
+    /// body's own, an SQL error) when `BEGIN` and `COMMIT` themselves went through.
+    static func unwrapped(_ error: PostgresTransactionError) -> any Error {
+        guard error.beginError == nil, error.commitError == nil, let body = error.closureError else {
+            return error.beginError ?? error.commitError ?? error
+        }
+        return body
     }
 
     /// A secret-free description of a postgres-nio error, and whether the server answered it

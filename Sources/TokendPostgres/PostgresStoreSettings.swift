@@ -15,13 +15,14 @@ public struct PostgresStoreSettings: Sendable, Equatable {
     public var operationTimeoutMilliseconds: Int64
     /// Whether the connection must be encrypted and the server's certificate verified.
     public var tls: PostgresTLSMode
-    /// Where this node keeps the newest generation it has seen of each credential across
-    /// restarts (``GenerationFloors``); `nil` keeps them in memory only.
-    public var generationsFile: String?
+    /// The node's state directory, where it keeps what it remembers of the store
+    /// (``SharedStoreMemory``, `shared-store.sqlite`) across restarts; `nil` keeps it in memory
+    /// only.
+    public var stateDirectory: String?
 
     public init(
         url: String, password: String?, leaseMilliseconds: Int64, nodeName: String, reconcileMilliseconds: Int64 = 30_000,
-        operationTimeoutMilliseconds: Int64 = 5_000, tls: PostgresTLSMode = .prefer, generationsFile: String? = nil
+        operationTimeoutMilliseconds: Int64 = 5_000, tls: PostgresTLSMode = .prefer, stateDirectory: String? = nil
     ) {
         self.url = url
         self.password = password
@@ -30,7 +31,7 @@ public struct PostgresStoreSettings: Sendable, Equatable {
         self.reconcileMilliseconds = reconcileMilliseconds
         self.operationTimeoutMilliseconds = operationTimeoutMilliseconds
         self.tls = tls
-        self.generationsFile = generationsFile
+        self.stateDirectory = stateDirectory
     }
 }
 

@@ -10,6 +10,7 @@ public enum TokenProviderMethod: String, Sendable, CaseIterable {
     case rotateKey = "io.tokend.TokenProvider.RotateKey"
     case backup = "io.tokend.TokenProvider.Backup"
     case reload = "io.tokend.TokenProvider.Reload"
+    case adoptStore = "io.tokend.TokenProvider.AdoptStore"
     case watch = "io.tokend.TokenProvider.Watch"
     case watchReloginWarnings = "io.tokend.TokenProvider.WatchReloginWarnings"
     case beginLogin = "io.tokend.TokenProvider.BeginLogin"

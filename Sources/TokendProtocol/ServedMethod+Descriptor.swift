@@ -78,6 +78,8 @@ extension ServedMethod {
         case .tokenProvider(.reload):
             // A barrier: later calls on the connection see the configuration it applied.
             MethodDescriptor(isWrite: true, callers: .administrators, metricsLabel: "Reload")
+        case .tokenProvider(.adoptStore):
+            MethodDescriptor(isWrite: true, callers: .administrators, metricsLabel: "AdoptStore")
         case .tokenProvider(.beginLogin):
             // Nothing is stored until the login completes.
             MethodDescriptor(isWrite: false, callers: .credentialManagers, metricsLabel: "BeginLogin")

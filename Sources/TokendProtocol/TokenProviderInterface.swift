@@ -25,7 +25,9 @@ public enum TokenProviderInterface {
           scope: ?string
         )
 
-        # The daemon as a whole.
+        # The daemon as a whole, as the caller may see it: for a caller who is not an administrator,
+        # the counts are of the credentials it may inspect, storeProblem only says that the store cannot
+        # be reached, and node and nodes are absent.
         type DaemonStatus (
           version: string,
           startedAt: int,
@@ -160,8 +162,9 @@ public enum TokenProviderInterface {
         # new warning as thresholds pass. It ends only when the client disconnects or the daemon stops.
         method WatchReloginWarnings() -> (warnings: []ReloginWarning)
 
-        # The daemon's status and the credentials the caller may see. For all credentials, call with
-        # more: the first reply carries daemon, the following ones further credentials.
+        # The daemon's status and the credentials the caller may see (leaseHolder and leaseExpiresAt
+        # for administrators only). For all credentials, call with more: the first reply carries daemon,
+        # the following ones further credentials.
         method Status(userIdentifier: ?string) -> (daemon: ?DaemonStatus, credentials: []CredentialStatus)
 
         # Stores a credential from a token endpoint response. readers defaults to the caller's uid.
@@ -197,6 +200,43 @@ public enum TokenProviderInterface {
         # ConfigurationInvalid, naming the key, and the running configuration stays in force.
         # Administrators only. `tokend --reload` (tokend.service's ExecReload=) calls it.
         method Reload() -> (file: ?string, providers: []string, restartNeeded: []string)
+
+        # A credential of the shared store as adopting it found it: who may read it, as stored.
+        type AdoptedCredential (
+          userIdentifier: string,
+          provider: string,
+          readers: []string,
+          enrolledUid: int,
+          generation: int,
+          # Why it stays refused, or what needs a look.
+          problem: ?string
+        )
+
+        # Confirms the shared PostgreSQL store as it is, after an administrator checked it: its id
+        # (restored if it was deleted), its schema brought up to date, credentials without an
+        # authentication tag tagged as they stand (tagged; at most 200 listed per kind, the counts say
+        # how many in all), and this node's record of the store, so that a node holding the store
+        # (another id, none, a lower schema version) serves it again. dryRun changes nothing.
+        # restored: the store was restored from an older copy on purpose, so credentials older than
+        # this node had seen (rolledBack) are served. Administrators only; a SQLite store answers
+        # StorageFailed.
+        method AdoptStore(dryRun: ?bool, restored: ?bool) -> (
+          storeId: string,
+          recordedStoreId: ?string,
+          schemaVersionBefore: int,
+          schemaVersion: int,
+          heldBecause: ?string,
+          tagged: []AdoptedCredential,
+          taggedCount: int,
+          carriedOver: int,
+          rolledBack: []AdoptedCredential,
+          rolledBackCount: int,
+          refused: []AdoptedCredential,
+          refusedCount: int,
+          credentials: int,
+          dryRun: bool,
+          restored: bool
+        )
 
         # Starts a login of userIdentifier at provider, run by tokend itself so that the tokens go
         # straight from the provider into the store. flow is device (RFC 8628), code (authorization

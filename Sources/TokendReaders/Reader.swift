@@ -15,7 +15,8 @@ public enum Reader: Sendable, Hashable, CustomStringConvertible {
     case gid(UInt32)
     /// A group name, resolved to a gid by the system's group database when used.
     case group(String)
-    /// A systemd unit (`.service` or `.scope`): the innermost one of the caller's cgroup.
+    /// A systemd unit (`.service` or `.scope`): the one the system manager put the caller in
+    /// (the first below the slices of its cgroup; never a unit of a user's own manager).
     case unit(String)
     /// An executable: the caller's `/proc/PID/exe`, and when `sha256` is set, its contents'
     /// hash (64 lower-case hex digits).
@@ -165,6 +166,13 @@ public enum Reader: Sendable, Hashable, CustomStringConvertible {
     /// A systemd unit name: at most ``maximumUnitLength`` bytes of ASCII letters, digits, `:`,
     /// `-`, `_`, `.`, `\` and `@`, ending in `.service` or `.scope` after at least one character.
     static func isUnit(_ value: Substring) -> Bool {
+        [".service", ".scope"].contains { isUnitName(value, type: $0) }
+    }
+
+    /// Whether `value` is a unit name of `type` (e.g. `.slice`): at most ``maximumUnitLength``
+    /// bytes of the characters systemd allows (ASCII letters, digits, `:`, `-`, `_`, `.`, `\`
+    /// and `@`), at least one of them before `type`.
+    public static func isUnitName(_ value: Substring, type: String) -> Bool {
         let allowed = value.utf8.allSatisfy { byte in
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
@@ -174,8 +182,7 @@ public enum Reader: Sendable, Hashable, CustomStringConvertible {
             default: false
             }
         }
-        guard allowed, value.utf8.count <= maximumUnitLength else { return false }
-        return [".service", ".scope"].contains { value.hasSuffix($0) && value.utf8.count > $0.utf8.count }
+        return allowed && value.utf8.count <= maximumUnitLength && value.hasSuffix(type) && value.utf8.count > type.utf8.count
     }
 
     /// The path and the sha256 (lower case): the last `@sha256:` followed by exactly 64 ASCII hex

@@ -2,6 +2,10 @@ import ArgumentParser
 import TokenctlSupport
 import TokendClient
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Options every subcommand takes.
 struct GlobalOptions: ParsableArguments {
     @Option(
@@ -25,8 +29,17 @@ struct GlobalOptions: ParsableArguments {
         if let socket, socket.isEmpty { throw ValidationError("--socket must not be empty.") }
     }
 
-    /// A client for the chosen socket.
-    func makeClient() -> TokendClient {
-        TokendClient(socketPath: socket, callTimeout: .seconds(timeout))
+    /// A client for the chosen socket (as root, the administrators' socket beside it first).
+    func makeClient(callTimeout: Duration? = nil) -> TokendClient {
+        TokendClient(
+            socketPath: socket, administratorsSocketPath: Self.administratorsSocket(explicit: socket),
+            callTimeout: callTimeout ?? .seconds(timeout))
+    }
+
+    /// ``AdministratorsSocket/path(explicitSocket:environmentSocket:effectiveUID:)`` for this process.
+    static func administratorsSocket(explicit socket: String?) -> String? {
+        AdministratorsSocket.path(
+            explicitSocket: socket, environmentSocket: getenv(TokendClient.socketEnvironmentVariable).map { String(cString: $0) },
+            effectiveUID: geteuid())
     }
 }

@@ -25,7 +25,8 @@ enum OneShotCommands {
     ) -> Result<Credentials, TokendClientError> {
         Result { () throws(TokendClientError) in
             try OneShotCall.credentials(
-                socketPath: common.socket, for: common.user, minValidity: .seconds(common.minValidSeconds), rejectedToken: rejectedToken,
+                socketPath: common.socket, administratorsSocketPath: GlobalOptions.administratorsSocket(explicit: common.socket),
+                for: common.user, minValidity: .seconds(common.minValidSeconds), rejectedToken: rejectedToken,
                 scope: scope, resource: resource, timeout: .seconds(common.timeoutSeconds))
         }
     }
@@ -39,7 +40,10 @@ enum OneShotCommands {
 
     private static func reason(_ error: TokendClientError, user: String) -> String {
         guard error.code == .reauthenticationRequired else { return error.message }
-        return error.message + "; log in again: tokenctl login \(user) --provider <provider> --replace"
+        return error.message + "; log in again: "
+            + (user.hasPrefix("-")
+                ? "tokenctl login --provider <provider> --replace -- \(ShellWord.quoted(user))"
+                : "tokenctl login \(ShellWord.quoted(user)) --provider <provider> --replace")
     }
 
     /// Prints the access token and a newline, and nothing else.
@@ -57,7 +61,8 @@ enum OneShotCommands {
     static func dpopHeaders(_ common: OneShotCommandLine.Common, method: String, url: String, nonce: String?) -> Int32 {
         do {
             let proof = try OneShotCall.dpopProof(
-                socketPath: common.socket, for: common.user, httpMethod: method, httpURI: url, nonce: nonce,
+                socketPath: common.socket, administratorsSocketPath: GlobalOptions.administratorsSocket(explicit: common.socket),
+                for: common.user, httpMethod: method, httpURI: url, nonce: nonce,
                 minValidity: .seconds(common.minValidSeconds), timeout: .seconds(common.timeoutSeconds))
             Terminal.writeOutput(proof.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n"))
             return TokenctlExitStatus.success

@@ -168,7 +168,7 @@ extension Tokenctl {
         /// A client whose calls may wait until the login expires.
         private func loginClient(_ challenge: LoginChallenge) -> TokendClient {
             let remaining = max(challenge.expiresAt - Terminal.now(), 0)
-            return TokendClient(socketPath: global.socket, callTimeout: .seconds(remaining + 90 + Int64(global.timeout)))
+            return global.makeClient(callTimeout: .seconds(remaining + 90 + Int64(global.timeout)))
         }
 
         private func completeDevice(_ challenge: LoginChallenge) async throws -> CredentialStatus {

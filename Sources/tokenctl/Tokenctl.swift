@@ -47,6 +47,7 @@ struct Tokenctl: AsyncParsableCommand {
         version: TokendVersion.string,
         subcommands: [
             Status.self, Token.self, Watch.self, Notify.self, Exec.self, Add.self, Login.self, Remove.self, RotateKey.self, Backup.self,
+            Store.self,
             GitCredential.self,
             KubeCredential.self,
             DockerCredential.self,
@@ -64,7 +65,8 @@ struct Tokenctl: AsyncParsableCommand {
             do {
                 arguments = try GlobalArguments.normalize(
                     commandLine, subcommands: Set(configuration.subcommands.map { $0._commandName }),
-                    optionsWithValue: ["--socket", "--timeout"], flags: ["--json"], defaultSubcommand: Status._commandName)
+                    optionsWithValue: ["--socket", "--timeout"], flags: ["--json"], defaultSubcommand: Status._commandName,
+                    groups: [Store._commandName: Set(Store.configuration.subcommands.map { $0._commandName })])
             } catch {
                 Terminal.writeError("tokenctl: \(error.description)")
                 Terminal.exitProcess(TokenctlExitStatus.usage)

@@ -66,7 +66,8 @@ struct Tokend: AsyncParsableCommand {
             as tokend.service does, when that user exists; --as-user names another user (root: as root).
 
             --reload asks the running tokend (over its socket: --socket, else the configuration's \
-            daemon.socket, else \(DaemonConfiguration.defaultSocketPath)) to read its configuration again, \
+            daemon.socket, else \(DaemonConfiguration.defaultSocketPath); for root the administrators' socket \
+            first) to read its configuration again, \
             waits, and prints its verdict. tokend.service's ExecReload= runs it, so `systemctl reload tokend` \
             fails when tokend refuses the file (status 78), and tokend keeps the configuration it had. \
             Administrators only.
@@ -154,8 +155,15 @@ struct Tokend: AsyncParsableCommand {
     /// `--reload`: the running daemon's verdict on its configuration file, printed; exit 78
     /// when it refused the file, 1 when it could not be asked.
     private func reloadRunningDaemon() async throws {
-        let path = socket ?? (try? loadConfiguration().socketPath) ?? DaemonConfiguration.defaultSocketPath
-        let client = TokendClient(socketPath: path, callTimeout: .seconds(60))
+        // The public socket, and for root without --socket the administrators' socket first (no
+        // flood of other users' connections queues ahead of it), as tokenctl does.
+        let configured = try? loadConfiguration()
+        let path = socket ?? configured?.socketPath ?? DaemonConfiguration.defaultSocketPath
+        let administrators =
+            socket == nil && geteuid() == 0
+            ? (configured.map { $0.adminSocketPath } ?? DaemonConfiguration.defaultSocketPath + DaemonConfiguration.adminSocketSuffix)
+            : nil
+        let client = TokendClient(socketPath: path, administratorsSocketPath: administrators, callTimeout: .seconds(60))
         let verdict: Result<ReloadedConfiguration, TokendClientError>
         do {
             verdict = .success(try await client.reload())

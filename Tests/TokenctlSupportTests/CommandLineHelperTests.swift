@@ -6,11 +6,13 @@ import TokendProtocol
 
 /// `tokenctl --socket P token alice`: global options before the subcommand.
 struct GlobalArgumentsTests {
-    let subcommands: Set<String> = ["status", "token", "git-credential"]
+    let subcommands: Set<String> = ["status", "token", "git-credential", "store"]
 
     private func normalize(_ arguments: [String]) throws(GlobalArguments.UsageError) -> [String] {
         try GlobalArguments.normalize(
-            arguments, subcommands: subcommands, optionsWithValue: ["--socket", "--timeout"], flags: ["--json"], defaultSubcommand: "status"
+            arguments, subcommands: subcommands, optionsWithValue: ["--socket", "--timeout"], flags: ["--json"],
+            defaultSubcommand: "status",
+            groups: ["store": ["adopt"]]
         )
     }
 
@@ -29,6 +31,13 @@ struct GlobalArgumentsTests {
         (["--socket", "/s", "--version"], ["--socket", "/s", "--version"]),
         (["--socket", "/s", "help", "token"], ["help", "--socket", "/s", "token"]),
         (["--socket", "-", "token", "alice"], ["token", "--socket", "-", "alice"]),
+        // A group of subcommands: the options go behind the subcommand of the group.
+        (["--socket", "/s", "store", "adopt", "--dry-run"], ["store", "adopt", "--socket", "/s", "--dry-run"]),
+        (["store", "--socket", "/s", "adopt"], ["store", "adopt", "--socket", "/s"]),
+        (["--timeout", "3", "store", "--socket=/s", "adopt"], ["store", "adopt", "--timeout", "3", "--socket=/s"]),
+        (["store", "adopt", "--socket", "/s"], ["store", "adopt", "--socket", "/s"]),
+        (["--socket", "/s", "store"], ["store", "--socket", "/s"]),
+        (["--socket", "/s", "store", "--help"], ["store", "--socket", "/s", "--help"]),
     ])
     func globalOptionsMoveBehindTheSubcommand(arguments: [String], expected: [String]) throws {
         #expect(try normalize(arguments) == expected)
@@ -40,6 +49,14 @@ struct GlobalArgumentsTests {
         }
         #expect(throws: GlobalArguments.UsageError(description: "'statsu' is not a tokenctl command (see 'tokenctl --help')")) {
             try normalize(["--socket", "/s", "statsu", "alice"])
+        }
+    }
+
+    @Test func aWordThatIsNoSubcommandOfAGroupIsAUsageErrorNamingIt() {
+        #expect(
+            throws: GlobalArguments.UsageError(description: "'adpot' is not a 'tokenctl store' command (see 'tokenctl store --help')")
+        ) {
+            try normalize(["--socket", "/s", "store", "adpot"])
         }
     }
 

@@ -238,3 +238,16 @@ struct TokenctlExitStatusTests {
         #expect(TokenctlExitStatus.helpText.contains(" 3  tokend is not running"))
     }
 }
+
+@Suite struct AdministratorsSocketTests {
+    @Test func rootTriesTheSocketBesideTheOneItWouldUse() {
+        #expect(AdministratorsSocket.path(explicitSocket: nil, environmentSocket: nil, effectiveUID: 0) == "/run/tokend/io.tokend.admin")
+        #expect(AdministratorsSocket.path(explicitSocket: nil, environmentSocket: "/tmp/t.sock", effectiveUID: 0) == "/tmp/t.sock.admin")
+        #expect(AdministratorsSocket.path(explicitSocket: nil, environmentSocket: "", effectiveUID: 0) == "/run/tokend/io.tokend.admin")
+    }
+
+    @Test func otherUsersAndANamedSocketUseOnlyThePublicOne() {
+        #expect(AdministratorsSocket.path(explicitSocket: nil, environmentSocket: nil, effectiveUID: 1000) == nil)
+        #expect(AdministratorsSocket.path(explicitSocket: "/run/tokend/io.tokend", environmentSocket: nil, effectiveUID: 0) == nil)
+    }
+}

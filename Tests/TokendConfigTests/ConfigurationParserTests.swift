@@ -268,6 +268,12 @@ struct ConfigurationErrorTests {
             name: "socket_mode integer", text: config(daemon: "socket_mode = 666"), key: "daemon.socket_mode",
             problem: "expected a string, found an integer"),
         BadConfig(
+            name: "admin_socket the public socket", text: config(daemon: "admin_socket = \"/run/tokend/io.tokend\""),
+            key: "daemon.admin_socket", problem: "is the same path as daemon.socket"),
+        BadConfig(
+            name: "admin_socket too long", text: config(daemon: "admin_socket = \"/run/\(String(repeating: "a", count: 110))\""),
+            key: "daemon.admin_socket", problem: "is longer than a Unix socket address holds"),
+        BadConfig(
             name: "socket boolean", text: config(daemon: "state_directory = true"), key: "daemon.state_directory",
             problem: "expected a string, found a boolean"),
         BadConfig(
@@ -417,5 +423,15 @@ extension String {
         guard let range = copy.firstRange(of: target) else { fatalError("\(target) not in template") }
         copy.replaceSubrange(range, with: replacement)
         return copy
+    }
+}
+
+@Suite struct AdminSocketConfigurationTests {
+    @Test func theAdministratorsSocketIsBesideThePublicOneUnlessSetOrTurnedOff() throws {
+        #expect(try parseConfig(config()).adminSocketPath == "/run/tokend/io.tokend.admin")
+        #expect(DaemonConfiguration().adminSocketPath == "/run/tokend/io.tokend.admin")
+        #expect(try parseConfig(exampleConfig).adminSocketPath == "/srv/tokend/run/tokend.sock.admin")
+        #expect(try parseConfig(config(daemon: #"admin_socket = "../admin.sock""#)).adminSocketPath == "/srv/tokend/admin.sock")
+        #expect(try parseConfig(config(daemon: #"admin_socket = """#)).adminSocketPath == nil)
     }
 }

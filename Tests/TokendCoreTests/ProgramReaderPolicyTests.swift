@@ -1,34 +1,13 @@
 import Testing
 import TokendCore
 
-/// Program readers as pure decisions: the unit a cgroup file names, which facts match which
-/// reader, combined readers, and that user-only reader lists never ask for program facts.
+/// Program readers as pure decisions: which facts match which reader, combined readers, and that
+/// user-only reader lists never ask for program facts (the unit a cgroup names:
+/// ``CgroupUnitTests``).
 struct ProgramReaderPolicyTests {
     static let hash = String(repeating: "ab", count: 32)
     let policy = AccessPolicy()
     let alice = CallerIdentity(uid: 1000, gid: 1000, pid: 42)
-
-    @Test(
-        arguments: [
-            ("0::/system.slice/backup.service\n", "backup.service"),
-            ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/demo.service\n", "demo.service"),
-            ("0::/user.slice/user-1000.slice/session-3.scope\n", "session-3.scope"),
-            ("0::/user.slice/user-1000.slice/user@1000.service/app.slice\n", "user@1000.service"),
-            ("0::/tokend-test-x.slice/demo.service/sub\n", "demo.service"),
-            ("0::/\n", nil),
-            ("0::/init.scope\n", "init.scope"),
-            // Hybrid hierarchy: the v2 path wins; without a unit there, name=systemd's is used.
-            ("9:name=systemd:/system.slice/legacy.service\n0::/system.slice/new.service\n", "new.service"),
-            ("9:name=systemd:/system.slice/legacy.service\n4:memory:/x.service\n0::/\n", "legacy.service"),
-            ("12:name=systemd:/system.slice/cron.service\n3:cpu:/\n", "cron.service"),
-            ("4:memory:/x.service\n", nil),
-            ("", nil),
-            ("0::/a.slice/bad name.service\n", nil),
-            ("0::/a.slice/.service\n", nil),
-        ] as [(String, String?)])
-    func unitFromCgroup(text: String, unit: String?) {
-        #expect(ProgramFacts.unit(fromCgroup: text) == unit)
-    }
 
     static let demoFacts = ProgramFacts(unit: "demo.service", executable: "/usr/bin/demo", sha256: hash)
 

@@ -10,15 +10,19 @@ import TokendTestSupport
 struct ProgramReaderTests {
     static let reader: UInt32 = 7210, other: UInt32 = 7220
 
-    /// A slice with `demo.service` and `other.service` in it, removed at the end.
+    /// A slice with `demo.service` and `other.service` in it (and the cgroups `more` names,
+    /// paths below the slice, parents first), removed at the end.
     final class Units: @unchecked Sendable {
         let slice: String
+        private let directories: [String]
 
         /// In the cgroup v2 hierarchy, or in `root` (the legacy `name=systemd` one).
-        init(root: String? = CgroupHierarchy.root) throws {
+        init(root: String? = CgroupHierarchy.root, more: [String] = []) throws {
             guard let root else { throw TestFailure("no cgroup hierarchy") }
-            slice = root + "/tokend-test-\(UInt32.random(in: 0...UInt32.max)).slice"
-            for directory in [slice, slice + "/demo.service", slice + "/other.service"] {
+            let slice = root + "/tokend-test-\(UInt32.random(in: 0...UInt32.max)).slice"
+            self.slice = slice
+            directories = [slice] + (["demo.service", "other.service"] + more).map { slice + "/" + $0 }
+            for directory in directories {
                 guard mkdir(directory, 0o755) == 0 else { throw TestFailure("mkdir \(directory): errno \(errno)") }
             }
         }
@@ -27,7 +31,7 @@ struct ProgramReaderTests {
         /// removed; an exited client leaves it within moments).
         func remove() async {
             let deadline = ContinuousClock.now + .seconds(10)
-            for directory in [slice + "/demo.service", slice + "/other.service", slice] {
+            for directory in directories.reversed() {
                 while rmdir(directory) != 0, errno == EBUSY, ContinuousClock.now < deadline {
                     try? await Task.sleep(for: .milliseconds(20))
                 }
@@ -130,6 +134,32 @@ struct ProgramReaderTests {
         #expect(otherUID.errorName == Self.permissionDenied, "\(otherUID)")
         let otherUnit = try await Self.token("backup", daemon: daemon, unit: "other.service", units: units, uid: Self.reader)
         #expect(otherUnit.errorName == Self.permissionDenied, "\(otherUnit)")
+        _ = try await daemon.stop()
+        await units.remove()
+    }
+
+    /// A user's own manager names its units as it likes (`systemd-run --user
+    /// --unit=demo.service`), and a `Delegate=yes` unit names its own sub-cgroups: neither is
+    /// the system unit `demo.service`, alone or joined to the caller's uid.
+    @Test func aUserManagersUnitOrADelegatedSubCgroupNamedLikeTheReaderIsRefused() async throws {
+        let userManager = "user@\(Self.reader).service"
+        let units = try Units(more: [
+            userManager, userManager + "/app.slice", userManager + "/app.slice/demo.service", "other.service/demo.service",
+        ])
+        let daemon = try await Self.daemon(credentials: [
+            ("backup", ["unit:demo.service"]), ("joined", ["uid:\(Self.reader)+unit:demo.service"]),
+        ])
+        for unit in [userManager + "/app.slice/demo.service", "other.service/demo.service"] {
+            for name in ["backup", "joined"] {
+                let refused = try await Self.token(name, daemon: daemon, unit: unit, units: units, uid: Self.reader)
+                #expect(refused.errorName == Self.permissionDenied, "\(name) from \(unit): \(refused)")
+            }
+        }
+        #expect(daemon.log.contains("unit \(userManager) is not demo.service"), "\(daemon.log.suffix(1500))")
+        #expect(daemon.log.contains("unit other.service is not demo.service"), "\(daemon.log.suffix(1500))")
+        // The system unit itself still reads.
+        let granted = try await Self.token("backup", daemon: daemon, unit: "demo.service", units: units, uid: Self.reader)
+        #expect(granted.accessToken != nil, "\(granted) \(daemon.log.suffix(1500))")
         _ = try await daemon.stop()
         await units.remove()
     }

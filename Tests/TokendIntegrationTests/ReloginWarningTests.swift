@@ -220,6 +220,37 @@ struct ReloginWarningTests {
         #expect(perCredential.count == 1, "\(samples.keys.sorted())")
     }
 
+    /// A refresh token that is a JWT expiring `at` (seconds since the epoch).
+    static func refreshToken(expiringAt at: Int) -> String {
+        "eyJhbGciOiJub25lIn0."
+            + Data(#"{"exp":\#(at)}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            + ".c2ln"
+    }
+
+    /// `per_credential_labels = true` adds a re-login gauge per credential beside the provider's,
+    /// which the shipped alerts watch: it does not replace it.
+    @Test func perCredentialGaugesComeBesideTheProvidersOwn() async throws {
+        let daemon = try DaemonProcess(
+            configuration: DaemonProcess.configuration() + ScrapedMetrics.configuration + "\nper_credential_labels = true\n")
+        try await daemon.start()
+        defer { _ = Task { try? await daemon.stop() } }
+        let client = try RawClient(path: daemon.socketPath)
+        let now = Int(Date().timeIntervalSince1970)
+        for (user, days) in [("carol", 3), ("dave", 5)] {
+            let refresh = Self.refreshToken(expiringAt: now + days * 86_400)
+            #expect(try client.call(Tokens.addCall(user: user, access: Tokens.random("a-"), refresh: refresh)).errorName == nil)
+        }
+        let samples = try ScrapedMetrics.scrape(daemon.directory)
+        let name = "tokend_credential_relogin_deadline_seconds"
+        let provider = try #require(samples[#"\#(name){provider="example"}"#], "\(samples.keys.sorted())")
+        #expect(abs(provider - 3 * 86_400) < 120, "the provider's earliest date: \(provider)")
+        let carol = try #require(samples.first { $0.key.hasPrefix(name + "{") && $0.key.contains(#"credential="carol""#) }?.value)
+        let dave = try #require(samples.first { $0.key.hasPrefix(name + "{") && $0.key.contains(#"credential="dave""#) }?.value)
+        #expect(abs(carol - 3 * 86_400) < 120 && abs(dave - 5 * 86_400) < 120, "carol \(carol), dave \(dave)")
+        #expect(samples.keys.filter { $0.hasPrefix(name + "{") }.count == 3, "\(samples.keys.sorted())")
+    }
+
     /// A JWT refresh token's `exp` is the re-login date when nothing ends the login earlier.
     @Test func aJWTRefreshTokensExpIsTheReloginDate() async throws {
         let daemon = try DaemonProcess()

@@ -44,4 +44,45 @@ import TokendTestSupport
         #expect(daemon.log.contains("exists and is not a socket; refusing to replace it"), "\(daemon.log)")
         #expect((try? String(contentsOfFile: daemon.socketPath, encoding: .utf8)) == "not a socket\n")
     }
+
+    /// Runs `command` as uid/gid 65534 (what another local user can do) and returns its status.
+    static func asNobody(_ command: String, _ arguments: [String]) async throws -> Int32 {
+        let result = try await runCommand(
+            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", command] + arguments, stdin: "")
+        return result.status
+    }
+
+    /// The socket's directory is writable by every user and has no sticky bit, and another user
+    /// planted a link to a root-owned file, or a directory, under the name tokend bound its
+    /// socket at before moving it into place. tokend starts, leaves the planted name and what a
+    /// link points to alone, and its socket has its mode.
+    @Test(arguments: ["link", "directory"])
+    func aNamePlantedInAWritableDirectoryIsNeverFollowedOrInTheWay(planted: String) async throws {
+        let protected = try ScratchDirectory()
+        try protected.write("root-only", "root's file\n", mode: 0o600)
+        let target = protected.file("root-only")
+        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration(extraDaemon: #"socket_mode = "0666""#))
+        #expect(chmod(daemon.directory.path, 0o777) == 0)
+        let name = daemon.directory.file(".tokend.sock.binding")
+        switch planted {
+        case "link": #expect(try await Self.asNobody("/bin/ln", ["-s", target, name]) == 0)
+        default: #expect(try await Self.asNobody("/bin/mkdir", [name]) == 0)
+        }
+        var before = stat()
+        #expect(lstat(name, &before) == 0 && before.st_uid == 65534)
+
+        try await daemon.start()
+        defer { _ = Task { try? await daemon.stop() } }
+        #expect(Self.mode(daemon.socketPath) == 0o666)
+        #expect(Self.mode(target) == 0o600)
+        #expect((try? String(contentsOfFile: target, encoding: .utf8)) == "root's file\n")
+        var after = stat()
+        #expect(
+            lstat(name, &after) == 0 && after.st_ino == before.st_ino && after.st_mode == before.st_mode, "the planted name is as it was")
+        #expect(daemon.log.contains("other users may write the socket's directory (no sticky bit)"), "\(daemon.log)")
+        // Another user can connect to it.
+        let reply = try await OtherUser.call(
+            #"{"method":"org.varlink.service.GetInfo"}"#, socket: daemon.socketPath, uid: 65534, gid: 65534)
+        #expect((reply["parameters"] as? [String: Any])?["product"] as? String == "tokend", "\(reply)")
+    }
 }

@@ -106,9 +106,10 @@ struct SystemdIntegrationTests {
                 directory.file("tokend.toml"),
             ]
         )
-        // systemd-socket-activate starts tokend at the first connection, as systemd does.
+        // systemd-socket-activate starts tokend at the first connection, as systemd does. Its file
+        // appears at bind, before it listens: wait until it accepts.
         let deadline = ContinuousClock.now + .seconds(10)
-        while !FileManager.default.fileExists(atPath: passedPath), ContinuousClock.now < deadline {
+        while !RawClient.canConnect(passedPath), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
         let client = try RawClient(path: passedPath)

@@ -111,12 +111,13 @@ struct PostgresRowIntegrityTests {
     }
 
     /// The old row is written back while the node is stopped: started again, the node still
-    /// refuses it, from the generations it saved in its state directory. A store with another
-    /// id (another database at the same address) gets none of those floors.
+    /// refuses it, from the generations it keeps in its state directory. With the store's id
+    /// changed the node serves none of the store until an administrator adopts it, and then the
+    /// rows, tagged for the id it had, are refused as another store's.
     @Test func aRowRolledBackWhileTheNodeWasDownIsRefusedWhenItStartsAgain() async throws {
         try await withServer { server in
             var settings = Fixture.settings(server, node: "a")
-            settings.generationsFile = server.directory + "/node-a-generations.json"
+            settings.stateDirectory = server.directory
             let store = try await PostgresCredentialStore.open(
                 settings: settings, keyring: Fixture.keyring, logger: Logger(label: "test.a"))
             let first = try await store.insert(Fixture.credential("alice", access: "first"), replacing: false)
@@ -138,31 +139,22 @@ struct PostgresRowIntegrityTests {
             #expect(reports.withLock { $0 } == [.rolledBack])
             try await restarted.close()
 
+            let id = try await server.psql("SELECT value FROM tokend_meta WHERE key = 'store_id'")
             try await server.psql("UPDATE tokend_meta SET value = 'another store' WHERE key = 'store_id'")
             let elsewhere = try await PostgresCredentialStore.open(
                 settings: settings, keyring: Fixture.keyring, logger: Logger(label: "test.a"))
-            #expect(try await elsewhere.load(userIdentifier: "alice")?.accessToken.value == "first")
+            #expect(elsewhere.health.problem?.contains("this node served store \(id)") == true)
+            #expect(try await elsewhere.load(userIdentifier: "alice") == nil)
+            #expect(try await elsewhere.loadIndex().isEmpty)
+            await #expect(throws: StorageError.self) { try await elsewhere.insert(Fixture.credential("bob"), replacing: false) }
+            let adopted = try await elsewhere.adopt(StoreAdoptionRequest())
+            #expect(adopted.storeID == "another store" && adopted.recordedStoreID == id)
+            #expect(adopted.refused.map(\.userIdentifier) == ["alice"])
+            #expect(adopted.refused.first?.problem?.contains("tagged for store \(id)") == true, "\(adopted.refused)")
+            #expect(elsewhere.health.problem == nil)
+            await #expect(throws: StorageError.self) { try await elsewhere.load(userIdentifier: "alice") }
             try await elsewhere.close()
         }
-    }
-
-    @Test func savedGenerationsAreAdoptedOnlyForTheirStore() {
-        let saved = GenerationFloors(store: "s1", floors: ["alice": 7, "bob": 3])
-        #expect(GenerationFloors.decide(saved: nil, storeID: "s1", counter: 9, file: "f") == .discard(problem: nil))
-        #expect(GenerationFloors.decide(saved: saved, storeID: "s1", counter: 9, file: "f") == .adopt(saved.floors, restored: nil))
-        guard case .discard(let problem?) = GenerationFloors.decide(saved: saved, storeID: "s2", counter: 9, file: "f") else {
-            Issue.record("another store's floors were adopted")
-            return
-        }
-        #expect(problem.contains("another shared store"))
-        guard case .adopt(let floors, let restored?) = GenerationFloors.decide(saved: saved, storeID: "s1", counter: 5, file: "f") else {
-            Issue.record("a counter behind the floors was not reported")
-            return
-        }
-        #expect(floors == saved.floors)
-        #expect(restored.contains("restored from an older copy") && restored.contains("remove f"))
-        #expect(GenerationFloors.decoded(try! saved.encoded()) == saved)
-        #expect(GenerationFloors.decoded(Array("not json".utf8)) == nil)
     }
 
     /// A status-only write on a node that has not read the row authenticates it from a fresh,
@@ -248,9 +240,10 @@ struct PostgresRowIntegrityTests {
         }
     }
 
-    /// A store written before rows were authenticated (schema 3): the first node that opens it
-    /// with the key tags every row as it stands, and they keep working.
-    @Test func rowsStoredBeforeAuthenticationAreTaggedOnUpgrade() async throws {
+    /// A store written before rows were authenticated (schema 3): a node migrates its schema
+    /// but tags none of its rows; they are refused until an administrator adopts them, which
+    /// lists them (a dry run changes nothing) and tags them as they stand.
+    @Test func rowsStoredBeforeAuthenticationAreTaggedOnlyByAnAdministrator() async throws {
         try await withServer { server in
             let store = try await Fixture.open(server, node: "a")
             _ = try await store.insert(Fixture.credential("alice", access: "kept"), replacing: false)
@@ -263,7 +256,15 @@ struct PostgresRowIntegrityTests {
                 DELETE FROM tokend_schema WHERE version >= 4
                 """)
             let upgraded = try await Fixture.open(server, node: "b")
-            #expect(try await server.psql("SELECT count(*) FROM tokend_credentials WHERE row_mac IS NULL") == "0")
+            #expect(try await server.psql("SELECT count(*) FROM tokend_credentials WHERE row_mac IS NOT NULL") == "0")
+            await #expect(throws: StorageError.self) { try await upgraded.load(userIdentifier: "alice") }
+            #expect(try await upgraded.loadIndex().isEmpty)
+            let preview = try await upgraded.adopt(StoreAdoptionRequest(dryRun: true))
+            #expect(preview.tagged.map(\.userIdentifier) == ["alice", "bob"])
+            #expect(preview.tagged.first?.readers == ["uid:1000", "group:backup"])
+            #expect(try await server.psql("SELECT count(*) FROM tokend_credentials WHERE row_mac IS NOT NULL") == "0")
+            let adopted = try await upgraded.adopt(StoreAdoptionRequest())
+            #expect(adopted.tagged.count == 2 && adopted.credentials == 2)
             #expect(try await upgraded.load(userIdentifier: "alice")?.accessToken.value == "kept")
             #expect(try await upgraded.loadIndex().count == 2)
             // From then on an edit is refused.

@@ -9,7 +9,8 @@ import TokendTestSupport
 
 /// What refresh coordination through PostgreSQL costs: the database work of one grant with and
 /// without the lease (take, fenced writes, release), and how many coordinated grants per second
-/// three nodes get through. Prints numbers, asserts nothing; runs only from
+/// three nodes get through, with each node's floors durable (as tokend runs) and in memory
+/// only (what durability costs). Prints numbers, asserts nothing; runs only from
 /// `bench/shared-store-bench.sh` (`TOKEND_BENCH=1`).
 @Suite(.serialized, .enabled(if: BenchmarkRequest.isOn, "run by bench/shared-store-bench.sh"))
 struct SharedStoreBenchmark {
@@ -30,13 +31,31 @@ struct SharedStoreBenchmark {
         return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
     }
 
-    @Test func coordinationCost() async throws {
+    /// Each node's floors on disk in its own state directory (`durable`, as tokend runs), or
+    /// kept in memory only: what making them durable before serving costs.
+    @Test(arguments: [true, false])
+    func coordinationCost(durable: Bool) async throws {
         try await withServer { server in
             let credentials = 300
             var stores: [PostgresCredentialStore] = []
-            for index in 0..<3 { stores.append(try await Fixture.open(server, node: "bench-\(index)")) }
+            for index in 0..<3 {
+                var settings = Fixture.settings(server, node: "bench-\(index)")
+                if durable {
+                    settings.stateDirectory = server.directory + "/bench-\(index)"
+                    try FileManager.default.createDirectory(atPath: settings.stateDirectory!, withIntermediateDirectories: true)
+                }
+                stores.append(
+                    try await PostgresCredentialStore.open(settings: settings, keyring: Fixture.keyring, logger: Logger(label: "bench")))
+            }
             let nodes = stores.map { PostgresRefreshCoordination(store: $0, logger: Logger(label: "bench")) }
-            for index in 0..<credentials { _ = try await stores[0].insert(Fixture.credential("user\(index)"), replacing: false) }
+            // Adds one after another: each waits for its own floor (and its own fsync).
+            var adds: [Double] = []
+            for index in 0..<credentials {
+                let start = ContinuousClock.now
+                _ = try await stores[0].insert(Fixture.credential("user\(index)"), replacing: false)
+                let elapsed = ContinuousClock.now - start
+                adds.append(Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15)
+            }
 
             // Sequential latency, one node: the grant's writes alone, then inside a lease.
             let rounds = 400
@@ -84,6 +103,8 @@ struct SharedStoreBenchmark {
             }
             let perSecond = Double(granted.value) / 10
             let rows: [(String, String)] = [
+                ("add a credential, median (ms)", String(format: "%.2f", Self.percentile(adds, 0.5))),
+                ("add a credential, p99 (ms)", String(format: "%.2f", Self.percentile(adds, 0.99))),
                 ("grant writes alone, median (ms)", String(format: "%.2f", Self.percentile(plain, 0.5))),
                 ("grant writes alone, p99 (ms)", String(format: "%.2f", Self.percentile(plain, 0.99))),
                 ("with lease take + release, median (ms)", String(format: "%.2f", Self.percentile(leased, 0.5))),
@@ -95,16 +116,20 @@ struct SharedStoreBenchmark {
                 ("coordinated grants/s (3 nodes x 8 workers)", String(format: "%.0f", perSecond)),
                 ("lease requests refused (held elsewhere)", "\(refused.value)"),
             ]
-            print("\nshared store benchmark (PostgreSQL 15 on 127.0.0.1, \(credentials) credentials)")
+            let floors = durable ? "floors durable in each node's state directory" : "floors in memory only"
+            print("\nshared store benchmark (PostgreSQL 15 on 127.0.0.1, \(credentials) credentials, \(floors))")
             for (name, value) in rows { print(name.padding(toLength: 46, withPad: " ", startingAt: 0) + value) }
-            if let path = ProcessInfo.processInfo.environment["TOKEND_BENCH_OUT"] {
+            if let path = ProcessInfo.processInfo.environment["TOKEND_BENCH_OUT"].map({
+                durable ? $0 : $0.replacing(".json", with: "-floors-in-memory.json")
+            }) {
                 let object: [String: Any] = [
                     "benchmark": "shared-store", "credentials": credentials, "sequential_rounds": rounds,
+                    "add_ms_median": Self.percentile(adds, 0.5), "add_ms_p99": Self.percentile(adds, 0.99),
                     "grant_writes_ms_median": Self.percentile(plain, 0.5), "grant_writes_ms_p99": Self.percentile(plain, 0.99),
                     "leased_grant_ms_median": Self.percentile(leased, 0.5), "leased_grant_ms_p99": Self.percentile(leased, 0.99),
                     "added_latency_ms_median": Self.percentile(leased, 0.5) - Self.percentile(plain, 0.5),
                     "coordinated_grants_per_second": perSecond, "nodes": 3, "workers_per_node": 8,
-                    "refused_lease_requests": refused.value,
+                    "refused_lease_requests": refused.value, "durable_floors": durable,
                 ]
                 try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys]).write(
                     to: URL(fileURLWithPath: path))

@@ -306,3 +306,33 @@ struct InterfaceDefinitionTests {
         }
     }
 }
+
+@Suite struct ShellWordTests {
+    @Test(arguments: [
+        ("alice", "alice"), ("svc.backup@example.com", "svc.backup@example.com"), ("a$(id)", "'a$(id)'"),
+        ("`id`", "'`id`'"), ("a;b", "'a;b'"), ("it's", #"'it'\''s'"#), ("*", "'*'"), ("", "''"),
+    ])
+    func wordsAreQuotedOnlyWhenAShellWouldReadThemOtherwise(word: String, shown: String) {
+        #expect(ShellWord.quoted(word) == shown)
+    }
+
+    @Test func aLeadingDashComesAfterTheEndOfOptions() {
+        #expect(ShellWord.argument("-rf") == "-- -rf")
+        #expect(ShellWord.argument("-$x") == "-- '-$x'")
+        #expect(ShellWord.argument("alice") == "alice")
+    }
+
+    /// What `sh` makes of the quoted word is the word, one argument.
+    @Test(arguments: ["a$(touch /nonexistent/x)", "`id`", "it's \"quoted\"", "a;b|c&d", "*?[x]", "-n", "$HOME\\n"])
+    func theShellReadsTheWordBack(word: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "printf '%s\\0' " + ShellWord.quoted(word)]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(String(decoding: data, as: UTF8.self) == word + "\0")
+    }
+}

@@ -1,7 +1,8 @@
 import Testing
-import TokendStorage
 
-/// ``RowAuthentication``: a tag verifies only for exactly the row it was made for.
+@testable import TokendStorage
+
+/// ``RowAuthentication``: a tag verifies only for exactly the row, and the store, it was made for.
 struct RowAuthenticationTests {
     static let keyring = Keyring(current: MasterKey.generate())
     static let content: [(String, AuthenticatedValue)] = [
@@ -10,20 +11,26 @@ struct RowAuthenticationTests {
     ]
     static let status: [(String, AuthenticatedValue)] = [("state", .text("valid")), ("retry_at", .integer(nil))]
 
-    static func tag(keyring: Keyring = keyring) -> [UInt8] {
+    static func tag(keyring: Keyring = keyring, store: String = "store-1") -> [UInt8] {
         RowAuthentication.tag(
+            store: store, userIdentifier: "alice", contentDigest: RowAuthentication.contentDigest(content), status: status, generation: 7,
+            keyring: keyring)
+    }
+
+    static func legacyTag() -> [UInt8] {
+        RowAuthentication.legacyTag(
             userIdentifier: "alice", contentDigest: RowAuthentication.contentDigest(content), status: status, generation: 7,
             keyring: keyring)
     }
 
     static func verify(
-        _ tag: [UInt8]?, user: String = "alice", content: [(String, AuthenticatedValue)] = content,
+        _ tag: [UInt8]?, store: String = "store-1", user: String = "alice", content: [(String, AuthenticatedValue)] = content,
         status: [(String, AuthenticatedValue)] = status, generation: Int64 = 7, keyring: Keyring = keyring
     ) -> StorageError? {
         do {
             try RowAuthentication.verify(
-                tag, userIdentifier: user, contentDigest: RowAuthentication.contentDigest(content), status: status, generation: generation,
-                keyring: keyring)
+                tag, store: store, userIdentifier: user, contentDigest: RowAuthentication.contentDigest(content), status: status,
+                generation: generation, keyring: keyring)
             return nil
         } catch {
             return error
@@ -34,13 +41,13 @@ struct RowAuthenticationTests {
         #expect(Self.verify(Self.tag()) == nil)
         #expect(Self.tag().count == RowAuthentication.tagByteCount)
         #expect(RowAuthentication.keyID(of: Self.tag()) == Self.keyring.current.id)
+        #expect(RowAuthentication.formatVersion(of: Self.tag()) == RowAuthentication.version)
     }
 
     /// Each change an attacker could make to the row, and the tag's absence or damage.
     @Test(arguments: [
         "user", "readers", "owner", "token", "null scope set", "state", "status cleared", "generation", "no tag", "truncated",
-        "flipped bit",
-        "unknown key",
+        "flipped bit", "another store", "earlier format", "unknown key",
     ])
     func anyChangeFailsWithIntegrity(_ change: String) {
         var content = Self.content
@@ -49,6 +56,7 @@ struct RowAuthenticationTests {
         var generation: Int64 = 7
         var tag: [UInt8]? = Self.tag()
         var keyring = Self.keyring
+        var store = "store-1"
         switch change {
         case "user": user = "bob"
         case "readers": content[1].1 = .text(#"["uid:1000","uid:7001"]"#)
@@ -61,11 +69,30 @@ struct RowAuthenticationTests {
         case "no tag": tag = nil
         case "truncated": tag = Array(Self.tag().dropLast())
         case "flipped bit": tag![20] ^= 1
+        case "another store": store = "store-2"
+        case "earlier format": tag = Self.legacyTag()
         case "unknown key": keyring = Keyring(current: MasterKey.generate())
         default: Issue.record("unknown change \(change)")
         }
-        let error = Self.verify(tag, user: user, content: content, status: status, generation: generation, keyring: keyring)
+        let error = Self.verify(tag, store: store, user: user, content: content, status: status, generation: generation, keyring: keyring)
         #expect(error?.code == (change == "unknown key" ? .unknownKey : .integrity), "\(change)")
+    }
+
+    /// A tag of the earlier format is checked only as such, to carry its row over; a current
+    /// tag is not one.
+    @Test func aTagOfTheEarlierFormatChecksOutOnlyAsSuch() throws {
+        let digest = RowAuthentication.contentDigest(Self.content)
+        try RowAuthentication.verifyLegacy(
+            Self.legacyTag(), userIdentifier: "alice", contentDigest: digest, status: Self.status, generation: 7, keyring: Self.keyring)
+        #expect(throws: StorageError.self) {
+            try RowAuthentication.verifyLegacy(
+                Self.legacyTag(), userIdentifier: "alice", contentDigest: digest, status: Self.status, generation: 8, keyring: Self.keyring)
+        }
+        #expect(throws: StorageError.self) {
+            try RowAuthentication.verifyLegacy(
+                Self.tag(), userIdentifier: "alice", contentDigest: digest, status: Self.status, generation: 7, keyring: Self.keyring)
+        }
+        #expect(Self.verify(Self.legacyTag())?.message.contains("earlier format") == true)
     }
 
     @Test func aTagUnderAnOlderKeyStillVerifies() {

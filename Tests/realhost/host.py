@@ -33,6 +33,11 @@ client_auth = "none"
 """
 
 CONFIG = "/etc/tokend/tokend.toml"
+# The examples each installation runs (the other one's are not run by it).
+INSTALL_EXAMPLES = {
+    "dev": ("docs/operations.md", "install-by-hand"),
+    "deb": ("docs/operations.md", "seal-before-install"),
+}
 
 
 class Host:
@@ -76,10 +81,10 @@ class Host:
         """After boot: the operator's installation steps."""
         if self.mode == "dev":
             # docs/operations.md, "Other distributions: scripts/install", as written.
-            self.machine.sh(docs.snippet("docs/operations.md", "install-by-hand"), timeout=120)
+            self.machine.sh(docs.snippet(*INSTALL_EXAMPLES["dev"]), timeout=120)
         else:
             # docs/operations.md, "The Debian package": the key sealed before installing, then apt.
-            self.machine.sh(docs.snippet("docs/operations.md", "seal-before-install"), timeout=60)
+            self.machine.sh(docs.snippet(*INSTALL_EXAMPLES["deb"]), timeout=60)
             self.machine.sh(
                 "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
                 "/var/cache/tokend-debs/tokend_*.deb /var/cache/tokend-debs/tokenctl_*.deb",
@@ -105,6 +110,11 @@ class Host:
 
     def main_pid(self) -> int:
         return int(self.service("MainPID")["MainPID"])
+
+    def ensure_running(self) -> int:
+        """Starts tokend if it is not running (a call through its socket) and returns its pid."""
+        self.tokenctl("status")
+        return self.wait_active()
 
     def wait_active(self, timeout: float = 60) -> int:
         """Waits until tokend.service is active (READY=1 seen) and returns its main pid."""

@@ -42,15 +42,16 @@ max_session_age = "2h"
 	return p, d
 }
 
-// expectedUnit is the innermost .service or .scope of this process's cgroup (v2, else the legacy
-// name=systemd hierarchy): the unit tokend reports for it; "" outside any unit.
+// expectedUnit is the unit the system manager put this process in: the first component below the
+// slices of its cgroup v2 path (else of the legacy name=systemd one), one leading '_' removed, if it
+// is a .service or .scope: the unit tokend reports for it; "" outside any unit.
 func expectedUnit(t *testing.T) string {
 	t.Helper()
 	text, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var unified, legacy string
+	unified, legacy := "/", ""
 	for _, line := range strings.Split(string(text), "\n") {
 		fields := strings.SplitN(line, ":", 3)
 		switch {
@@ -61,12 +62,18 @@ func expectedUnit(t *testing.T) string {
 			legacy = fields[2]
 		}
 	}
-	for _, path := range []string{unified, legacy} {
-		parts := strings.Split(path, "/")
-		for i := len(parts) - 1; i >= 0; i-- {
-			if strings.HasSuffix(parts[i], ".service") || strings.HasSuffix(parts[i], ".scope") {
-				return parts[i]
-			}
+	path := unified
+	if path == "/" {
+		path = legacy
+	}
+	for _, part := range strings.Split(path, "/") {
+		name := strings.TrimPrefix(part, "_")
+		switch {
+		case part == "" || strings.HasSuffix(name, ".slice"):
+		case strings.HasSuffix(name, ".service") || strings.HasSuffix(name, ".scope"):
+			return name
+		default:
+			return ""
 		}
 	}
 	return ""

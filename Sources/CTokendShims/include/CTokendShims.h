@@ -32,4 +32,17 @@ int tokend_install_swift_enqueue_global_hook(const void *hook);
 /// The address of that hook variable as the linker resolved it (NULL without one).
 const void *tokend_swift_enqueue_global_hook_address(void);
 
+/// Starts `path` with `argv` and `envp` in a session of its own (setsid: its pid is its process
+/// group), with no signal blocked and every signal at its default action, `stdin_fd` as its
+/// stdin, `stdout_fd` as its stdout, /dev/null as its stderr and no other descriptor.
+/// 0 with `*pid` set, or an errno value.
+int tokend_spawn_session(int *pid, const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd);
+
+/// pipe2(fds, O_CLOEXEC). 0 or -1 (errno set).
+int tokend_pipe_cloexec(int fds[2]);
+
+/// Whether `pid`, a child of this process, has ended, without reaping it (waitid with WNOWAIT):
+/// 1 ended, 0 running, -1 error (errno set).
+int tokend_child_has_ended(int pid);
+
 #endif

@@ -15,9 +15,12 @@ import TokendProtocol
 public enum OneShotCall {
     /// ProvideTokenReplacement as ``TokendClient/credentials(for:minValidity:rejectedToken:)``,
     /// without the in-process cache (a one-shot process has none worth keeping).
+    ///
+    /// `administratorsSocketPath`, when given, is tried first (``TokendClient/administratorsSocketPath``).
     public static func credentials(
-        socketPath: String? = nil, for userIdentifier: String, minValidity: Duration = .zero, rejectedToken: String? = nil,
-        scope: String? = nil, resource: String? = nil, timeout: Duration = .seconds(10), maximumMessageBytes: Int = 1 << 20
+        socketPath: String? = nil, administratorsSocketPath: String? = nil, for userIdentifier: String, minValidity: Duration = .zero,
+        rejectedToken: String? = nil, scope: String? = nil, resource: String? = nil, timeout: Duration = .seconds(10),
+        maximumMessageBytes: Int = 1 << 20
     ) throws(TokendClientError) -> Credentials {
         try TokendClient.checkIdentifier(
             userIdentifier, name: "userIdentifier", method: TokenProviderMethod.provideTokenReplacement.rawValue)
@@ -25,7 +28,9 @@ public enum OneShotCall {
             userIdentifier, minValiditySeconds: TokendClient.wholeSecondsRoundingUp(minValidity), rejectedToken: rejectedToken,
             scope: scope, resource: resource)
         let path = socketPath ?? TokendClient.socketPath(environment: TokendClient.environmentValue(TokendClient.socketEnvironmentVariable))
-        let reply = try perform(call, socketPath: path, timeout: timeout, maximumMessageBytes: maximumMessageBytes)
+        let reply = try perform(
+            call, socketPath: path, administratorsSocketPath: administratorsSocketPath, timeout: timeout,
+            maximumMessageBytes: maximumMessageBytes)
         if let name = reply.error {
             throw TokendClientError(varlinkErrorName: name, parameters: reply.parameters, call: call)
         }
@@ -34,25 +39,32 @@ public enum OneShotCall {
 
     /// ProvideDPoPProof as ``TokendClient/dpopProof(for:httpMethod:httpURI:nonce:minValidity:)``.
     public static func dpopProof(
-        socketPath: String? = nil, for userIdentifier: String, httpMethod: String, httpURI: String, nonce: String? = nil,
-        minValidity: Duration = .zero, timeout: Duration = .seconds(10)
+        socketPath: String? = nil, administratorsSocketPath: String? = nil, for userIdentifier: String, httpMethod: String,
+        httpURI: String, nonce: String? = nil, minValidity: Duration = .zero, timeout: Duration = .seconds(10)
     ) throws(TokendClientError) -> DPoPProof {
         let call = try TokendClient.dpopCall(
             userIdentifier, httpMethod: httpMethod, httpURI: httpURI, nonce: nonce, minValidity: minValidity)
         let path = socketPath ?? TokendClient.socketPath(environment: TokendClient.environmentValue(TokendClient.socketEnvironmentVariable))
-        let reply = try perform(call, socketPath: path, timeout: timeout)
+        let reply = try perform(call, socketPath: path, administratorsSocketPath: administratorsSocketPath, timeout: timeout)
         if let name = reply.error {
             throw TokendClientError(varlinkErrorName: name, parameters: reply.parameters, call: call)
         }
         return try TokendClient.dpopProof(in: reply, of: call, for: userIdentifier)
     }
 
-    /// Sends `call` (without `more`) and returns its one reply.
+    /// Sends `call` (without `more`) and returns its one reply; through `administratorsSocketPath`
+    /// when it is given and can be connected to, else through `socketPath`.
     public static func perform(
-        _ call: VarlinkCall, socketPath: String, timeout: Duration, maximumMessageBytes: Int = 1 << 20
+        _ call: VarlinkCall, socketPath: String, administratorsSocketPath: String? = nil, timeout: Duration,
+        maximumMessageBytes: Int = 1 << 20
     ) throws(TokendClientError) -> VarlinkReply {
         let deadline = MonotonicDeadline(after: timeout)
-        let socket = try connect(socketPath, deadline: deadline)
+        let socket: Int32
+        if let path = administratorsSocketPath, let administrators = try? connect(path, deadline: deadline) {
+            socket = administrators
+        } else {
+            socket = try connect(socketPath, deadline: deadline)
+        }
         defer { close(socket) }
         var message: [UInt8] = []
         call.encode(into: &message)

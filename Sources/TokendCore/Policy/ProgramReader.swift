@@ -44,7 +44,8 @@ public enum ProgramMismatch: Sendable, Hashable, CustomStringConvertible {
 /// What tokend learned about a calling program from the kernel: its systemd unit (from its
 /// cgroup) and its executable (from `/proc/PID/exe`), read once per connection.
 public struct ProgramFacts: Sendable, Hashable {
-    /// The innermost `.service` or `.scope` of the process's cgroup; `nil` when it has none.
+    /// The unit the system manager put the process in (``unit(fromCgroup:)``); `nil` when it is
+    /// in none.
     public var unit: String?
     /// The executable's path as the kernel shows it; `nil` when it could not be read.
     public var executable: String?
@@ -58,34 +59,6 @@ public struct ProgramFacts: Sendable, Hashable {
         self.executable = executable
         self.sha256 = sha256
         self.sha256Problem = sha256Problem
-    }
-
-    /// The systemd unit of a process from the text of `/proc/PID/cgroup`: the innermost
-    /// `.service` or `.scope` component of the cgroup v2 path (the `0::` line), or of the legacy
-    /// `name=systemd` hierarchy when there is no v2 path; `nil` when neither has one.
-    ///
-    /// `0::/user.slice/user-1000.slice/user@1000.service/app.slice/demo.service` → `demo.service`.
-    public static func unit(fromCgroup text: String) -> String? {
-        var unified: Substring?
-        var legacy: Substring?
-        for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
-            // hierarchy-ID:controller-list:cgroup-path; the path may itself contain ':'.
-            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
-            guard fields.count == 3 else { continue }
-            if fields[0] == "0" && fields[1].isEmpty {
-                unified = fields[2]
-            } else if fields[1] == "name=systemd" {
-                legacy = fields[2]
-            }
-        }
-        if let unified, let unit = innermostUnit(unified) { return unit }
-        return legacy.flatMap(innermostUnit)
-    }
-
-    private static func innermostUnit(_ path: Substring) -> String? {
-        path.split(separator: "/").last { component in
-            Reader("unit:\(component)") != nil
-        }.map(String.init)
     }
 }
 

@@ -2,8 +2,9 @@ import NIOCore
 import TokendCore
 import TokendProtocol
 
-/// Answers a connection that a per-uid limit refused: a `QuotaExceeded` error as its only
-/// message, then the end of the stream.
+/// Answers a connection refused at accept — by a per-uid limit (`QuotaExceeded`), or on the
+/// administrators' socket for a caller who is not one (`PermissionDenied`) — with the error as
+/// its only message, then the end of the stream.
 ///
 /// The client's first call may already be on its way, so the connection is not closed at once
 /// (a close with unread data would reset it, and the client would see "connection reset"
@@ -12,14 +13,18 @@ import TokendProtocol
 final class ConnectionRefusal: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
-    private let refusal: QuotaRefusal
+    private let error: VarlinkError
     private let linger: TimeAmount
     private var answered = false
     private var lingerTimer: Scheduled<Void>?
 
-    init(_ refusal: QuotaRefusal, linger: TimeAmount = .milliseconds(250)) {
-        self.refusal = refusal
+    init(_ error: VarlinkError, linger: TimeAmount = .milliseconds(250)) {
+        self.error = error
         self.linger = linger
+    }
+
+    convenience init(_ refusal: QuotaRefusal, linger: TimeAmount = .milliseconds(250)) {
+        self.init(.quotaExceeded(refusal.quota.rawValue, limit: refusal.limit), linger: linger)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -34,7 +39,7 @@ final class ConnectionRefusal: ChannelInboundHandler {
     private func answer(_ context: ChannelHandlerContext) {
         guard !answered else { return }
         answered = true
-        let bytes = ErrorReplies.encode(.quotaExceeded(refusal.quota.rawValue, limit: refusal.limit))
+        let bytes = ErrorReplies.encode(error)
         var buffer = context.channel.allocator.buffer(capacity: bytes.count + 1)
         buffer.writeVarlinkMessage(bytes)
         let channel = context.channel

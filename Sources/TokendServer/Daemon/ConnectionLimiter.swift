@@ -22,6 +22,14 @@ final class ConnectionLimiter: Sendable {
 
     init(maximum: Int, quotas: UserQuotas = UserQuotas()) { state = Mutex(State(maximum: maximum, quotas: quotas)) }
 
+    /// The administrators' socket's own connections: as many as `reserved_admin_connections`
+    /// (at least one), outside `max_connections`; only administrators get that far.
+    static func forAdministratorsSocket(quotas: UserQuotas) -> ConnectionLimiter {
+        ConnectionLimiter(maximum: administratorsSocketMaximum(quotas), quotas: quotas)
+    }
+
+    static func administratorsSocketMaximum(_ quotas: UserQuotas) -> Int { max(1, quotas.reservedAdminConnections) }
+
     /// The verdict on one connection.
     enum Admission: Equatable {
         case accepted
@@ -42,6 +50,17 @@ final class ConnectionLimiter: Sendable {
             state.openByUID[uid] = mine + 1
             state.accepted += 1
             return .accepted
+        }
+    }
+
+    /// Counts a connection of `uid` refused for another reason than a limit (one that may not
+    /// use this socket at all).
+    ///
+    /// - Returns: how many refusals of this uid to log now (0: not yet, one line a minute).
+    func recordRefusal(uid: UInt32, now: ContinuousClock.Instant = .now) -> Int {
+        state.withLock { state in
+            state.refused += 1
+            return state.reports.record(uid: uid, now: now)
         }
     }
 

@@ -19,8 +19,8 @@ enum MetricName {
     static let reloads = "tokend_reloads_total"
     /// Shared-store rows refused by their integrity check, by `kind` (`altered`, `rolled_back`).
     static let storeIntegrityFailures = "tokend_store_integrity_failures_total"
-    /// Seconds until the earliest re-login date, by `provider` (and `credential` when
-    /// `per_credential_labels` is on); -1 when none is ahead.
+    /// Seconds until the earliest re-login date, by `provider`, and also by `provider` and
+    /// `credential` when `per_credential_labels` is on; -1 when none is ahead.
     static let reloginDeadline = "tokend_credential_relogin_deadline_seconds"
 }
 
@@ -162,18 +162,19 @@ final class StateGauges: Sendable {
     }
 
     /// Brings every gauge up to date.
-    func update(view: CredentialView, limiter: ConnectionLimiter, now: Timestamp) {
+    func update(view: CredentialView, limiters: [ConnectionLimiter], now: Timestamp) {
         var counts: [CredentialState: Int] = [:]
         var next: Timestamp?
         var shorterThanMargin = 0
         var reloginBy: [String: (provider: String, credential: String?, at: Timestamp?)] = [:]
         for entry in view.unsortedSnapshot() {
             let ahead = entry.relogin.flatMap { $0.at > now && entry.status.state != .reauthenticationRequired ? $0.at : nil }
+            // The provider's series always (the shipped alerts watch it); each credential's
+            // beside it when asked for.
+            let known = reloginBy[entry.provider]?.at
+            reloginBy[entry.provider] = (entry.provider, nil, [known, ahead].compactMap { $0 }.min())
             if perCredentialLabels {
                 reloginBy[entry.provider + "\u{0}" + entry.userIdentifier] = (entry.provider, entry.userIdentifier, ahead)
-            } else {
-                let known = reloginBy[entry.provider]?.at
-                reloginBy[entry.provider] = (entry.provider, nil, [known, ahead].compactMap { $0 }.min())
             }
             counts[entry.effectiveState(now: now), default: 0] += 1
             if entry.shorterThanMargin { shorterThanMargin += 1 }
@@ -188,7 +189,9 @@ final class StateGauges: Sendable {
         } else {
             nextRefresh.record(-1)
         }
-        let totals = limiter.totals
+        let totals = limiters.map(\.totals).reduce((open: 0, accepted: 0, refused: 0)) {
+            (open: $0.open + $1.open, accepted: $0.accepted + $1.accepted, refused: $0.refused + $1.refused)
+        }
         connections.record(totals.open)
         // Counters only go up: add what happened since the last update.
         let (newAccepted, newRefused) = reported.withLock { reported -> (Int, Int) in

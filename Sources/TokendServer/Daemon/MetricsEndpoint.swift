@@ -44,11 +44,14 @@ enum MetricsEndpoint {
         case .unix(let path):
             try SocketListener.removeStaleSocket(at: path)
             // Metrics are not secret (counts by state, provider, method); any local collector may read them.
-            let channel = try await UnixSocketFile.bind(
-                path: path, mode: 0o666,
-                bind: { try await bootstrap.bind(unixDomainSocketPath: $0).get() },
-                close: { try? await $0.close() })
-            return (channel, OwnedSocketFile(path: path))
+            let placed = try UnixSocketFile.listen(at: path, mode: 0o666, backlog: 64)
+            do {
+                return (try await bootstrap.withBoundSocket(placed.descriptor).get(), placed.file)
+            } catch {
+                close(placed.descriptor)
+                placed.file.remove()
+                throw error
+            }
         }
     }
 }
@@ -128,12 +131,11 @@ struct OwnedSocketFile: Sendable {
     private let device: UInt64
     private let inode: UInt64
 
-    init?(path: String) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
+    /// The file at `path` that was (device, inode) when this process made it.
+    init(path: String, device: UInt64, inode: UInt64) {
         self.path = path
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
+        self.device = device
+        self.inode = inode
     }
 
     func remove() {

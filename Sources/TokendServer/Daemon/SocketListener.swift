@@ -20,6 +20,8 @@ struct SocketListener {
 
     let router: CallRouter
     let limiter: ConnectionLimiter
+    /// The administrators' socket's connections, counted apart from the public socket's.
+    let administratorsLimiter: ConnectionLimiter
     let limits: Limits
     let logger: Logger
     /// Every open client connection, for a graceful stop.
@@ -27,25 +29,43 @@ struct SocketListener {
     /// Calls by method and error.
     var requestMetrics = RequestMetrics()
 
+    /// The accept queue of a socket tokend binds itself.
+    static let backlog: CInt = 1024
+
     /// Binds `path` (replacing a stale socket file, refusing one a live process listens on) with
     /// its mode set before any client can reach it (``UnixSocketFile``).
-    func bind(path: String, mode: UInt32, group: any EventLoopGroup) async throws -> any Channel {
+    ///
+    /// - Returns: The serving channel and the socket file, to remove at stop.
+    func bind(path: String, mode: UInt32, role: SocketRole, group: any EventLoopGroup) async throws -> (any Channel, OwnedSocketFile) {
         try Self.removeStaleSocket(at: path)
-        let bootstrap = bootstrap(group: group)
-        return try await UnixSocketFile.bind(
-            path: path, mode: mode_t(mode),
-            bind: { try await bootstrap.bind(unixDomainSocketPath: $0).get() },
-            close: { try? await $0.close() })
+        let placed = try UnixSocketFile.listen(at: path, mode: mode_t(mode), backlog: Self.backlog)
+        if placed.othersMayReplaceIt {
+            logger.warning(
+                """
+                other users may write the socket's directory (no sticky bit): they can remove or replace the socket; \
+                put it in a directory only root and tokend can write
+                """, metadata: ["socket": "\(path)"])
+        }
+        do {
+            let channel = try await bootstrap(group: group, role: role).withBoundSocket(placed.descriptor).get()
+            // NIO listens again on an adopted socket with its default backlog; this one keeps its own.
+            Glibc.listen(placed.descriptor, Self.backlog)
+            return (channel, placed.file)
+        } catch {
+            close(placed.descriptor)
+            placed.file.remove()
+            throw error
+        }
     }
 
     /// Serves on a socket inherited from the service manager (socket activation).
-    func adopt(descriptor: CInt, group: any EventLoopGroup) async throws -> any Channel {
-        try await bootstrap(group: group).withBoundSocket(descriptor).get()
+    func adopt(descriptor: CInt, role: SocketRole, group: any EventLoopGroup) async throws -> any Channel {
+        try await bootstrap(group: group, role: role).withBoundSocket(descriptor).get()
     }
 
-    private func bootstrap(group: any EventLoopGroup) -> ServerBootstrap {
+    private func bootstrap(group: any EventLoopGroup, role: SocketRole) -> ServerBootstrap {
         let router = self.router
-        let limiter = self.limiter
+        let limiter = role == .administrators ? administratorsLimiter : self.limiter
         let limits = self.limits
         let logger = self.logger
         let connections = self.connections
@@ -67,6 +87,17 @@ struct SocketListener {
                 // kept for administrators.
                 return PeerCredentials.read(from: channel).flatMapThrowing { caller in
                     let isAdmin = router.settings.current.accessPolicy.isAdmin(caller)
+                    if role == .administrators, !isAdmin {
+                        // Its file mode keeps others out; this is for a mode someone changed.
+                        if limiter.recordRefusal(uid: caller.uid) > 0 {
+                            logger.warning(
+                                "connection refused: not an administrator, on the administrators' socket",
+                                metadata: ["uid": "\(caller.uid)", "pid": "\(caller.pid)"])
+                        }
+                        try channel.pipeline.syncOperations.addHandler(
+                            ConnectionRefusal(.permissionDenied(nil, reason: "this socket is for administrators only")))
+                        return
+                    }
                     switch limiter.admit(uid: caller.uid, isAdmin: isAdmin) {
                     case .refused(let refusal, let report):
                         if report > 0 {

@@ -27,7 +27,9 @@ struct StatusReporter: Sendable {
             if let due = entry.nextRefreshAt, due < (next ?? due + .seconds(1)) { next = due }
         }
         line.nextRefresh = next.map { max($0, current).secondsSince1970 }
-        line.storeProblem = storeHealth().problem
+        // `systemctl status` shows this line to every local user: the database's own words (its
+        // host, how it failed) are in the journal, not here.
+        line.storeProblem = storeHealth().problem.map { _ in "details in the journal" }
         return line
     }
 

@@ -15,6 +15,7 @@ extension TokendDaemon {
         private let settings: RuntimeSettings
         private let registry: CredentialRegistry
         private let limiter: ConnectionLimiter
+        private let administratorsLimiter: ConnectionLimiter
         /// The configuration in force (reloads run one after another, from one loop).
         private let current: Mutex<DaemonConfiguration>
 
@@ -23,13 +24,14 @@ extension TokendDaemon {
 
         init(
             daemon: TokendDaemon, current: DaemonConfiguration, settings: RuntimeSettings, registry: CredentialRegistry,
-            limiter: ConnectionLimiter
+            limiter: ConnectionLimiter, administratorsLimiter: ConnectionLimiter
         ) {
             self.daemon = daemon
             self.current = Mutex(current)
             self.settings = settings
             self.registry = registry
             self.limiter = limiter
+            self.administratorsLimiter = administratorsLimiter
         }
 
         /// Reads the configuration again and applies it; returns the verdict.
@@ -57,6 +59,7 @@ extension TokendDaemon {
             settings.update(values)
             await registry.reconfigure(limits: new.refreshLimits)
             limiter.setLimits(maximum: new.maxConnections, quotas: new.quotas)
+            administratorsLimiter.setLimits(maximum: ConnectionLimiter.administratorsSocketMaximum(new.quotas), quotas: new.quotas)
             if let level = Logger.Level(rawValue: new.logLevel) { daemon.options.logLevel?.set(level) }
             current.withLock { $0 = new }
 
@@ -82,6 +85,7 @@ extension TokendDaemon {
         static func restartOnlyChanges(from old: DaemonConfiguration, to new: DaemonConfiguration) -> [String] {
             var changed: [String] = []
             if old.socketPath != new.socketPath { changed.append("daemon.socket") }
+            if old.adminSocketPath != new.adminSocketPath { changed.append("daemon.admin_socket") }
             if old.socketMode != new.socketMode { changed.append("daemon.socket_mode") }
             if old.stateDirectory != new.stateDirectory { changed.append("daemon.state_directory") }
             if old.keyFile != new.keyFile { changed.append("daemon.key_file") }

@@ -32,7 +32,7 @@ extension TokendDaemon {
                 settings: PostgresStoreSettings(
                     url: settings.url, password: settings.password?.value, leaseMilliseconds: settings.lease.milliseconds,
                     nodeName: node, reconcileMilliseconds: settings.reconcileInterval.milliseconds, tls: Self.tlsMode(settings.tls),
-                    generationsFile: configuration.stateDirectory + "/" + Self.sharedStoreGenerationsFile
+                    stateDirectory: configuration.stateDirectory
                 ),
                 keyring: keyring, logger: logger, productVersion: DaemonInfo.version, eventLoopGroup: group
             )
@@ -79,10 +79,6 @@ extension TokendDaemon {
     }
 
     /// `[store] tls` as the shared store takes it.
-    /// The file in the state directory where a node keeps the newest generation it has seen
-    /// of each shared credential, so that a row rolled back while it was down is recognised.
-    static let sharedStoreGenerationsFile = "shared-store-generations.json"
-
     static func tlsMode(_ tls: StoreTLS) -> PostgresTLSMode {
         switch tls {
         case .prefer: .prefer

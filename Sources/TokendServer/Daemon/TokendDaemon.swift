@@ -116,23 +116,30 @@ public final class TokendDaemon: Service {
         clockMonitor.start()
 
         let limiter = ConnectionLimiter(maximum: configuration.maxConnections, quotas: configuration.quotas)
+        let administratorsLimiter = ConnectionLimiter.forAdministratorsSocket(quotas: configuration.quotas)
         let reloads = ConfigurationReloads()
-        let router = CallRouter(
+        var router = CallRouter(
             view: view, registry: registry, settings: settings,
             daemonInfo: DaemonInfo(version: DaemonInfo.version, startedAt: startedAt), logger: logger,
             now: WallClock.now, connections: limiter, reloads: reloads, coordination: opened.coordination
         )
+        router.administratorsConnections = administratorsLimiter
         let listener = SocketListener(
             router: router,
             limiter: limiter,
+            administratorsLimiter: administratorsLimiter,
             limits: .init(
                 maximumMessageBytes: configuration.maxMessageBytes, maximumPendingCalls: configuration.maxPipelinedCalls,
                 messageTimeout: TimeAmount(configuration.messageTimeout)
             ),
             logger: logger
         )
-        let socket = try await listen(listener)
-        let metrics = try await startMetrics(view: view, limiter: limiter)
+        // The administrators' socket accepts and serves on a thread of its own: no other user's
+        // connections, accepted or refused, queue ahead of an administrator's there.
+        let administratorsLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { administratorsLoop.shutdownGracefully { _ in } }
+        let sockets = try await listen(listener, administratorsLoop: administratorsLoop)
+        let metrics = try await startMetrics(view: view, limiters: [limiter, administratorsLimiter])
 
         // Ready: the socket listens and the store is open.
         let status = StatusReporter(
@@ -141,11 +148,11 @@ public final class TokendDaemon: Service {
         let seen = view.changes.generation
         let statusText = status.summary().text
         notifier.notify(.ready, .status(statusText))
-        logger.notice(
-            "tokend ready",
-            metadata: [
-                "socket": "\(socket.description)", "credentials": "\(count)", "version": "\(DaemonInfo.version)",
-            ])
+        var readyMetadata: Logger.Metadata = ["credentials": "\(count)", "version": "\(DaemonInfo.version)"]
+        for socket in sockets {
+            readyMetadata[socket.role == .varlink ? "socket" : "admin_socket"] = "\(socket.description)"
+        }
+        logger.notice("tokend ready", metadata: readyMetadata)
 
         let watchdog = WatchdogSettings.parse(environment: environment, pid: getpid()).map { settings in
             Watchdog(interval: settings.interval, logger: logger, probe: healthProbe(store: store, registry: registry)) { [notifier] in
@@ -153,7 +160,8 @@ public final class TokendDaemon: Service {
             }
         }
         let reloader = Reloader(
-            daemon: self, current: configuration, settings: settings, registry: registry, limiter: limiter
+            daemon: self, current: configuration, settings: settings, registry: registry, limiter: limiter,
+            administratorsLimiter: administratorsLimiter
         )
 
         await withDiscardingTaskGroup { tasks in
@@ -169,7 +177,7 @@ public final class TokendDaemon: Service {
             try? await gracefulShutdown()
             reloads.finish()
             await stop(
-                shutdownTimeout: reloader.configuration.shutdownTimeout, socket: socket, listener: listener,
+                shutdownTimeout: reloader.configuration.shutdownTimeout, sockets: sockets, listener: listener,
                 registry: registry,
                 scheduler: scheduler, clockMonitor: clockMonitor, metrics: metrics
             )
@@ -184,43 +192,94 @@ public final class TokendDaemon: Service {
 
     // MARK: Listening
 
-    /// The Varlink socket: passed by systemd (socket activation) or bound here.
+    /// A Varlink socket: passed by systemd (socket activation) or bound here.
     struct ListeningSocket {
+        let role: SocketRole
         let channel: any Channel
         /// The socket file this process created (nil when socket-activated).
         let ownedFile: OwnedSocketFile?
         let description: String
     }
 
-    private func listen(_ listener: SocketListener) async throws -> ListeningSocket {
-        if ListenFDs.parse(environment: environment, pid: getpid()) != nil, let passed = try ListenFDs.take() {
-            let descriptor = passed.descriptors[0]
-            guard ListenFDs.isListeningUnixStreamSocket(descriptor) else {
-                throw ListenerError(
-                    "the socket passed by the service manager (fd \(descriptor)) is not a listening Unix stream socket")
+    /// The sockets to serve: those systemd passed, by name, or else the public socket and (unless
+    /// `daemon.admin_socket` is empty) the administrators' socket, bound here.
+    private func listen(_ listener: SocketListener, administratorsLoop: any EventLoopGroup) async throws -> [ListeningSocket] {
+        func group(for role: SocketRole) -> any EventLoopGroup {
+            switch role {
+            case .varlink: self.group
+            case .administrators: administratorsLoop
             }
-            if passed.descriptors.count > 1 {
-                logger.warning(
-                    "the service manager passed several sockets; serving on the first",
-                    metadata: ["count": "\(passed.descriptors.count)"])
-            }
-            let channel = try await listener.adopt(descriptor: descriptor, group: group)
-            let path = ListenFDs.boundPath(of: descriptor) ?? "fd \(descriptor)"
-            if path != configuration.socketPath {
-                logger.info(
-                    "serving on the socket passed by the service manager, not the configured one",
-                    metadata: [
-                        "passed": "\(path)", "configured": "\(configuration.socketPath)",
-                    ])
-            }
-            return ListeningSocket(channel: channel, ownedFile: nil, description: "\(path) (socket activation)")
         }
-        try makeDirectory(parentOf: configuration.socketPath, mode: 0o755)
-        let channel = try await listener.bind(
-            path: configuration.socketPath, mode: configuration.socketMode, group: group)
-        return ListeningSocket(
-            channel: channel, ownedFile: OwnedSocketFile(path: configuration.socketPath),
-            description: configuration.socketPath)
+        if ListenFDs.parse(environment: environment, pid: getpid()) != nil, let passed = try ListenFDs.take() {
+            return try await adopt(passed, listener: listener, group: group(for:))
+        }
+        var sockets: [ListeningSocket] = []
+        var wanted: [(SocketRole, String, UInt32)] = [(.varlink, configuration.socketPath, configuration.socketMode)]
+        if let path = configuration.adminSocketPath { wanted.append((.administrators, path, SocketRole.administratorsMode)) }
+        do {
+            for (role, path, mode) in wanted {
+                try makeDirectory(parentOf: path, mode: 0o755)
+                let (channel, file) = try await listener.bind(path: path, mode: mode, role: role, group: group(for: role))
+                sockets.append(ListeningSocket(role: role, channel: channel, ownedFile: file, description: path))
+            }
+        } catch {
+            for socket in sockets {
+                try? await socket.channel.close()
+                socket.ownedFile?.remove()
+            }
+            throw error
+        }
+        return sockets
+    }
+
+    /// Serves the sockets systemd passed: each by the role its name gives (``SocketRole``), the
+    /// first of each role; a public one is required.
+    private func adopt(
+        _ passed: ListenFDs, listener: SocketListener, group: (SocketRole) -> any EventLoopGroup
+    ) async throws -> [ListeningSocket] {
+        var sockets: [ListeningSocket] = []
+        var extra = 0
+        do {
+            for (index, descriptor) in passed.descriptors.enumerated() {
+                let role = SocketRole.passed(named: passed.names.isEmpty ? nil : passed.names[index])
+                guard !sockets.contains(where: { $0.role == role }) else {
+                    extra += 1
+                    continue
+                }
+                guard ListenFDs.isListeningUnixStreamSocket(descriptor) else {
+                    throw ListenerError(
+                        "the socket passed by the service manager (fd \(descriptor)) is not a listening Unix stream socket")
+                }
+                let channel = try await listener.adopt(descriptor: descriptor, role: role, group: group(role))
+                let path = ListenFDs.boundPath(of: descriptor) ?? "fd \(descriptor)"
+                sockets.append(
+                    ListeningSocket(role: role, channel: channel, ownedFile: nil, description: "\(path) (socket activation)"))
+                if role == .varlink, path != configuration.socketPath {
+                    logger.info(
+                        "serving on the socket passed by the service manager, not the configured one",
+                        metadata: ["passed": "\(path)", "configured": "\(configuration.socketPath)"])
+                }
+            }
+            guard sockets.contains(where: { $0.role == .varlink }) else {
+                throw ListenerError(
+                    "the service manager passed no public socket, only the administrators' (FileDescriptorName=\(SocketRole.administrators.descriptorName))"
+                )
+            }
+        } catch {
+            for socket in sockets { try? await socket.channel.close() }
+            throw error
+        }
+        if extra > 0 {
+            logger.warning(
+                "the service manager passed several sockets of one kind; serving on the first of each",
+                metadata: ["count": "\(passed.descriptors.count)", "names": "\(passed.names.joined(separator: ":"))"])
+        }
+        if !sockets.contains(where: { $0.role == .administrators }) {
+            logger.info(
+                "no administrators' socket was passed (tokend-admin.socket); administrators use the public socket",
+                metadata: ["names": "\(passed.names.joined(separator: ":"))"])
+        }
+        return sockets
     }
 
     // MARK: Metrics
@@ -231,11 +290,11 @@ public final class TokendDaemon: Service {
         var textfile: MetricsTextfile?
     }
 
-    private func startMetrics(view: CredentialView, limiter: ConnectionLimiter) async throws -> RunningMetrics {
+    private func startMetrics(view: CredentialView, limiters: [ConnectionLimiter]) async throws -> RunningMetrics {
         guard configuration.metrics.isEnabled, let registry = options.metricsRegistry else { return RunningMetrics() }
         let gauges = StateGauges(perCredentialLabels: configuration.metrics.perCredentialLabels)
         let exporter = MetricsExporter(registry: registry) {
-            gauges.update(view: view, limiter: limiter, now: WallClock.now())
+            gauges.update(view: view, limiters: limiters, now: WallClock.now())
         }
         var running = RunningMetrics()
         if let listen = configuration.metrics.listen {
@@ -278,7 +337,7 @@ public final class TokendDaemon: Service {
     // MARK: Stopping
 
     private func stop(
-        shutdownTimeout: Duration, socket: ListeningSocket, listener: SocketListener, registry: CredentialRegistry,
+        shutdownTimeout: Duration, sockets: [ListeningSocket], listener: SocketListener, registry: CredentialRegistry,
         scheduler: Task<Void, Never>,
         clockMonitor: ClockStepMonitor, metrics: RunningMetrics
     ) async {
@@ -292,8 +351,10 @@ public final class TokendDaemon: Service {
             ])
         // Stop accepting. A socket passed by systemd stays with the socket unit, which keeps
         // listening (and queues callers) while the service restarts.
-        try? await socket.channel.close()
-        socket.ownedFile?.remove()
+        for socket in sockets {
+            try? await socket.channel.close()
+            socket.ownedFile?.remove()
+        }
         // No new proactive refreshes; those under way finish below.
         scheduler.cancel()
         await registry.stopStartingProactiveGrants()

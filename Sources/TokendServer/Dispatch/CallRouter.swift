@@ -26,6 +26,8 @@ struct CallRouter: Sendable {
     let connections: ConnectionLimiter
     /// Where `Reload` asks for a reload and waits for its verdict.
     let reloads: ConfigurationReloads
+    /// Those on the administrators' socket, counted with them.
+    var administratorsConnections: ConnectionLimiter?
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
     var coordination: any RefreshCoordination = LocalRefreshCoordination()
 
@@ -113,6 +115,11 @@ struct CallRouter: Sendable {
                     throw VarlinkError.configurationInvalid(reason)
                 }
             }
+        case .tokenProvider(.adoptStore):
+            let request = try StoreAdoptionReplies.request(call.parameters)
+            return deferred(on: eventLoop, caller: caller, what: "adopting the store", timeout: Self.backupTimeout) { [registry] in
+                [reply(StoreAdoptionReplies.parameters(try await registry.adoptStore(request, caller: caller)))]
+            }
         case .tokenProvider(.beginLogin):
             return try beginLogin(call, caller: caller, eventLoop: eventLoop)
         case .tokenProvider(.completeLogin):
@@ -131,7 +138,8 @@ struct CallRouter: Sendable {
         }
     }
 
-    /// A backup copies the whole store: it may take longer than a token call.
+    /// A backup copies the whole store, and adopting a shared store reads every row: either may
+    /// take longer than a token call.
     static let backupTimeout = Duration.seconds(300)
 
     // MARK: ProvideTokenReplacement
@@ -274,13 +282,17 @@ struct CallRouter: Sendable {
         let user = try ParameterReader(call.parameters).optionalString("userIdentifier")
         let now = now()
         let policy = settings.current.accessPolicy
+        let administrator = policy.isAdmin(caller)
         // Sorted only when listed: with a million credentials sorting costs more than counting.
         let all = user == nil ? view.snapshot() : view.unsortedSnapshot()
-        var daemonFields = daemonStatus(all, now: now)
-        addStoreStatus(&daemonFields)
+        let visible = administrator ? all : all.filter { policy.mayInspect(caller, readers: $0.resolvedReaders) }
+        // Someone who is not an administrator learns about their own credentials only: counts of
+        // theirs, no node names, and that the store is unavailable but not the database's words.
+        var daemonFields = daemonStatus(visible, now: now)
+        addStoreStatus(&daemonFields, administrator: administrator)
         daemonFields.caller = usage(of: caller)
         let daemon = daemonFields.json
-        let leases = coordination.leaseHolders()
+        let leases = administrator ? coordination.leaseHolders() : [:]
         if let user {
             guard let entry = view[user] else { throw missing(user, caller: caller, method: call.method) }
             guard policy.mayInspect(caller, readers: entry.resolvedReaders) else {
@@ -292,7 +304,6 @@ struct CallRouter: Sendable {
                     "daemon": .object(daemon), "credentials": .array([.object(withLease(entry.credentialStatus(now: now), leases).json)]),
                 ]))
         }
-        let visible = all.filter { policy.mayInspect(caller, readers: $0.resolvedReaders) }
         func statuses(_ entries: ArraySlice<ViewEntry>) -> JSONValue {
             .array(entries.map { JSONValue.object(withLease($0.credentialStatus(now: now), leases).json) })
         }
@@ -324,7 +335,9 @@ struct CallRouter: Sendable {
         let facts = try? caller.programFacts(withHash: false).get()
         return QuotaUsage(
             uid: Int64(caller.uid), administrator: current.accessPolicy.isAdmin(caller),
-            connections: Int64(connections.openConnections(uid: caller.uid)), maxConnections: Int64(current.quotas.connectionsPerUID),
+            connections: Int64(
+                connections.openConnections(uid: caller.uid) + (administratorsConnections?.openConnections(uid: caller.uid) ?? 0)),
+            maxConnections: Int64(current.quotas.connectionsPerUID),
             credentials: Int64(view.countHeld(by: caller.uid)), maxCredentials: Int64(current.quotas.credentialsPerUID),
             callsInFlight: Int64(callsInFlight.count(uid: caller.uid)), maxCallsInFlight: Int64(current.quotas.callsInFlightPerUID),
             unit: facts?.unit, executable: facts?.executable

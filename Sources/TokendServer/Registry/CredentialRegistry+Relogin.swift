@@ -81,10 +81,8 @@ extension CredentialRegistry {
             ])
         view.reloginHub.say(warning)
         if let command = provider.relogin.command {
-            let owner = Self.ownerUID(entry)
-            let timeout = provider.relogin.commandTimeout
-            let logger = logger
-            Task.detached { await Self.runReloginCommand(command, warning: warning, ownerUID: owner, timeout: timeout, logger: logger) }
+            reloginCommands.submit(
+                .init(command: command, warning: warning, ownerUID: Self.ownerUID(entry), timeout: provider.relogin.commandTimeout))
         }
     }
 
@@ -95,7 +93,9 @@ extension CredentialRegistry {
     }
 
     /// Runs the provider's `relogin_command` for `warning`: no arguments, the warning in its
-    /// environment (never a token), killed after `timeout`; a failure is logged.
+    /// environment (never a token), killed with everything it started after `timeout`; a failure
+    /// is logged. `TOKEND_CREDENTIAL` is the name whoever enrolled the credential chose: the hook
+    /// must treat it as data (docs/operations.md, config/relogin-hook.example.sh).
     static func runReloginCommand(_ command: String, warning: ReloginWarning, ownerUID: UInt32, timeout: Duration, logger: Logger) async {
         let environment = [
             "TOKEND_CREDENTIAL": warning.userIdentifier, "TOKEND_PROVIDER": warning.provider, "TOKEND_OWNER_UID": "\(ownerUID)",
@@ -122,6 +122,7 @@ extension CredentialRegistry {
     static func warning(_ entry: ViewEntry, deadline: ReloginDeadline, threshold: ReloginThreshold) -> ReloginWarning {
         ReloginWarning(
             userIdentifier: entry.userIdentifier, provider: entry.provider, reloginBy: deadline.at.secondsSince1970,
-            threshold: threshold.label, reason: deadline.reason.rawValue, command: "tokenctl login \(entry.userIdentifier)")
+            threshold: threshold.label, reason: deadline.reason.rawValue,
+            command: "tokenctl login \(ShellWord.argument(entry.userIdentifier))")
     }
 }

@@ -58,6 +58,8 @@ actor CredentialRegistry {
     /// Whether this node may refresh a credential now (``RefreshGate``); a single host may
     /// always.
     var gate: any RefreshGate = SingleHostGate()
+    /// The `relogin_command` hooks, at most `limits.maxReloginCommands` at once.
+    let reloginCommands: ReloginCommands
 
     init(
         store: any CredentialStore, view: CredentialView, settings: RuntimeSettings, keys: KeyManagement,
@@ -76,6 +78,7 @@ actor CredentialRegistry {
         self.tokenFiles = TokenFileSinks(hub: view.hub, logger: logger)
         self.enrolments = Enrolments(logger: logger)
         self.notices = ProviderNotices(logger: logger)
+        self.reloginCommands = ReloginCommands(limit: limits.maxReloginCommands, logger: logger)
     }
 
     /// Fills the view from the store and plans every refresh (start-up). Credentials whose grant
@@ -194,6 +197,7 @@ actor CredentialRegistry {
     func reconfigure(limits newLimits: RefreshLimits) {
         limits = newLimits
         slots.limit = newLimits.maxGrantsInFlight
+        reloginCommands.setLimit(newLimits.maxReloginCommands)
         refreshers = Refreshers(providers: settings.current.providers, pool: httpPool)
         grants.resetRateLimits()
         // Narrowed tokens in memory were judged by the old settings (narrowed_tokens, policies):

@@ -9,27 +9,36 @@ public enum AuthenticatedValue: Sendable, Hashable {
 
 /// Authenticates the columns of a stored credential that decide who may read it and what is
 /// served (readers, enrolment, provider, token type, scope, times, state and the sealed tokens),
-/// and its generation, with the master key, so that a row edited or rolled back outside tokend
-/// is refused.
+/// its generation and the store it belongs to, with the master key, so that a row edited,
+/// rolled back or moved from another store outside tokend is refused.
 ///
 /// A row's tag is
 ///
 /// ```
-/// version (1 byte, = 1) | master key id (8) | HMAC-SHA256 (32)
+/// version (1 byte, = 2) | master key id (8) | HMAC-SHA256 (32)
 /// ```
 ///
 /// under HKDF-SHA256(master key, info "tokend row authentication v1"), over the version, the
-/// key id, the user identifier, the SHA-256 of the content columns (``contentDigest(_:)``:
-/// everything but the refresh bookkeeping), the refresh bookkeeping and the generation. Every
-/// field is length-prefixed and named, so no two rows encode alike. The content is digested on
-/// its own so that a status-only write can authenticate the new status without the tokens.
+/// key id, the store's id (`tokend_meta.store_id`), the user identifier, the SHA-256 of the
+/// content columns (``contentDigest(_:)``: everything but the refresh bookkeeping), the refresh
+/// bookkeeping and the generation. Every field is length-prefixed and named, so no two rows
+/// encode alike. The content is digested on its own so that a status-only write can
+/// authenticate the new status without the tokens.
+///
+/// Tags of version 1 (``legacyVersion``) do not name the store: two stores whose nodes share a
+/// master key would accept each other's rows. They are never accepted as they are; a node
+/// carrying its own store over from version 1 checks them with
+/// ``verifyLegacy(_:userIdentifier:contentDigest:status:generation:keyring:)`` and tags them
+/// anew.
 ///
 /// Pure: the stores compute tags on every write and check them on every read.
 public enum RowAuthentication {
-    /// The tag format version this build writes and reads.
-    public static let version: UInt8 = 1
-    /// A tag's length.
-    public static let tagByteCount = 1 + MasterKey.idByteCount + 32
+    /// The tag format version this build writes and accepts.
+    public static let version: UInt8 = 2
+    /// The format of tags that do not name their store.
+    public static let legacyVersion: UInt8 = 1
+    /// A tag's length (both versions).
+    public static let tagByteCount = KeyedTag.byteCount
     static let info = Array("tokend row authentication v1".utf8)
 
     /// The SHA-256 of the named content columns, in the order given (the stores pass them in a
@@ -40,63 +49,106 @@ public enum RowAuthentication {
         return Array(SHA256.hash(data: bytes))
     }
 
-    /// The tag of a row under the keyring's current key.
+    /// The tag of a row of the store `store`, under the keyring's current key.
     public static func tag(
+        store: String, userIdentifier: String, contentDigest: [UInt8], status: [(String, AuthenticatedValue)], generation: Int64,
+        keyring: Keyring
+    ) -> [UInt8] {
+        let key = keyring.current
+        let header = KeyedTag.header(version: version, key: key)
+        return header + mac(header: header, key: key, store: store, userIdentifier, contentDigest, status, generation)
+    }
+
+    /// A tag of the earlier format, which does not name the store: only what a node of an
+    /// earlier version wrote (tests of carrying such rows over).
+    static func legacyTag(
         userIdentifier: String, contentDigest: [UInt8], status: [(String, AuthenticatedValue)], generation: Int64, keyring: Keyring
     ) -> [UInt8] {
         let key = keyring.current
-        let header = [version] + key.idBytes
-        return header + mac(header: header, key: key, userIdentifier, contentDigest, status, generation)
+        let header = KeyedTag.header(version: legacyVersion, key: key)
+        return header + mac(header: header, key: key, store: nil, userIdentifier, contentDigest, status, generation)
     }
 
-    /// Checks a row's tag.
+    /// Checks a row's tag for the store `store`.
     ///
-    /// - Throws: ``StorageError`` `.integrity` if the tag is missing, malformed, or does not
-    ///   match the row; `.unknownKey` if it names a key the keyring lacks.
+    /// - Throws: ``StorageError`` `.integrity` if the tag is missing, malformed, of the earlier
+    ///   format, or does not match the row and the store; `.unknownKey` if it names a key the
+    ///   keyring lacks.
     public static func verify(
+        _ tag: [UInt8]?, store: String, userIdentifier: String, contentDigest: [UInt8], status: [(String, AuthenticatedValue)],
+        generation: Int64, keyring: Keyring
+    ) throws(StorageError) {
+        let what = "stored credential '\(userIdentifier)'"
+        let (tag, key) = try parse(tag, keyring: keyring, what: what)
+        guard tag[0] == version else {
+            throw StorageError(
+                code: .integrity,
+                message: "\(what) carries an authentication tag of an earlier format, which does not name its store; it is refused "
+                    + "until an administrator adopts the store's rows (tokenctl store adopt)")
+        }
+        let header = Array(tag[..<headerByteCount])
+        try compare(
+            mac(header: header, key: key, store: store, userIdentifier, contentDigest, status, generation), tag, what: what,
+            problem: "it was changed outside tokend (readers, owner, state, tokens or generation edited, or copied from another "
+                + "row or another store); it is refused")
+    }
+
+    /// Checks a tag of the earlier format (``legacyVersion``), which names no store: only to
+    /// carry rows over to the current format.
+    ///
+    /// - Throws: as ``verify(_:store:userIdentifier:contentDigest:status:generation:keyring:)``,
+    ///   and `.integrity` for a tag of any other format.
+    public static func verifyLegacy(
         _ tag: [UInt8]?, userIdentifier: String, contentDigest: [UInt8], status: [(String, AuthenticatedValue)], generation: Int64,
         keyring: Keyring
     ) throws(StorageError) {
         let what = "stored credential '\(userIdentifier)'"
-        guard let tag else {
-            throw StorageError(code: .integrity, message: "\(what) has no authentication tag; it was not written by tokend")
+        let (tag, key) = try parse(tag, keyring: keyring, what: what)
+        guard tag[0] == legacyVersion else {
+            throw StorageError(code: .integrity, message: "\(what) has no authentication tag of the earlier format")
         }
-        guard tag.count == tagByteCount, tag[0] == version else {
-            throw StorageError(code: .integrity, message: "\(what) has a malformed authentication tag")
-        }
-        let header = Array(tag[..<(1 + MasterKey.idByteCount)])
-        guard let key = keyring.key(idBytes: header.dropFirst()) else {
-            // As for a sealed token under a key the keyring lacks: most likely a node given the
-            // wrong key file, so the error says what to do. The row is refused all the same.
-            throw StorageError(
-                code: .unknownKey,
-                message: "\(what) is authenticated with master key \(MasterKey.hex(header.dropFirst())), which is not in the "
-                    + "keyring (\(keyring.keyIDs.joined(separator: ", "))); add that key as a later line of the key file")
-        }
-        let expected = mac(header: header, key: key, userIdentifier, contentDigest, status, generation)
-        // Constant time: the comparison must not tell an attacker how much of a forged tag was right.
-        var difference: UInt8 = 0
-        for (left, right) in zip(expected, tag[header.count...]) { difference |= left ^ right }
-        guard difference == 0 else {
-            throw StorageError(
-                code: .integrity,
-                message: "\(what) fails its integrity check: it was changed outside tokend (readers, owner, state, "
-                    + "tokens or generation edited, or copied from another row); it is refused")
-        }
+        let header = Array(tag[..<headerByteCount])
+        try compare(
+            mac(header: header, key: key, store: nil, userIdentifier, contentDigest, status, generation), tag, what: what,
+            problem: "its authentication tag of the earlier format does not match it; it was changed outside tokend")
     }
+
+    /// The format version of a tag (``version`` or ``legacyVersion``), or nil if there is none.
+    public static func formatVersion(of tag: [UInt8]?) -> UInt8? { tag?.first }
 
     /// The key id of a tag, or nil if it is too short to have one.
     public static func keyID(of tag: [UInt8]) -> String? {
-        guard tag.count >= 1 + MasterKey.idByteCount else { return nil }
-        return MasterKey.hex(tag[1..<(1 + MasterKey.idByteCount)])
+        guard tag.count >= headerByteCount else { return nil }
+        return MasterKey.hex(tag[1..<headerByteCount])
     }
 
+    private static let headerByteCount = KeyedTag.headerByteCount
+
+    /// The tag and the key it names, or why it cannot be checked.
+    private static func parse(_ tag: [UInt8]?, keyring: Keyring, what: String) throws(StorageError) -> ([UInt8], MasterKey) {
+        guard let tag else {
+            throw StorageError(code: .integrity, message: "\(what) has no authentication tag; it was not written by tokend")
+        }
+        guard tag.count == tagByteCount, tag[0] == version || tag[0] == legacyVersion else {
+            throw StorageError(code: .integrity, message: "\(what) has a malformed authentication tag")
+        }
+        return (tag, try KeyedTag.key(of: tag, keyring: keyring, what: what))
+    }
+
+    private static func compare(_ expected: [UInt8], _ tag: [UInt8], what: String, problem: String) throws(StorageError) {
+        guard KeyedTag.matches(expected, tag) else {
+            throw StorageError(code: .integrity, message: "\(what) fails its integrity check: \(problem)")
+        }
+    }
+
+    /// `store` is nil for the earlier format, which did not authenticate it.
     private static func mac(
-        header: [UInt8], key: MasterKey, _ userIdentifier: String, _ contentDigest: [UInt8], _ status: [(String, AuthenticatedValue)],
-        _ generation: Int64
+        header: [UInt8], key: MasterKey, store: String?, _ userIdentifier: String, _ contentDigest: [UInt8],
+        _ status: [(String, AuthenticatedValue)], _ generation: Int64
     ) -> [UInt8] {
         let macKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: key.symmetricKey, info: info, outputByteCount: 32)
         var bytes = header
+        if let store { append("store", .text(store), to: &bytes) }
         append("user_identifier", .text(userIdentifier), to: &bytes)
         append("content", .bytes(contentDigest), to: &bytes)
         for (name, value) in status { append(name, value, to: &bytes) }
@@ -106,7 +158,7 @@ public enum RowAuthentication {
 
     /// `name`, then a kind byte (0 null, 1 text, 2 integer, 3 bytes), then the value
     /// length-prefixed (4-byte big-endian length).
-    private static func append(_ name: String, _ value: AuthenticatedValue, to bytes: inout [UInt8]) {
+    static func append(_ name: String, _ value: AuthenticatedValue, to bytes: inout [UInt8]) {
         func field(_ data: some Collection<UInt8>) {
             let count = UInt32(truncatingIfNeeded: data.count)
             bytes += [UInt8(count >> 24), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]

@@ -1,3 +1,9 @@
-"""The scenarios, one module per subject; importing this package registers them in order."""
+"""The scenarios, one module per subject; importing this package registers them, in this order
+(the order they run in on each machine)."""
 
-from scenarios import desktop, examples, readers, service, upgrade  # noqa: F401
+# ruff: noqa: I001, F401
+from scenarios import service
+from scenarios import readers
+from scenarios import desktop
+from scenarios import examples
+from scenarios import upgrade

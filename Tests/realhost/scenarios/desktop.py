@@ -11,6 +11,7 @@ USERS = {"alice": 1000, "bob": 1001}
           flavour="desktop")
 def notify_user_service(host, checks):
     m = host.machine
+    host.ensure_running()
     original = host.config()
     for user, uid in USERS.items():
         m.run(["loginctl", "enable-linger", user])
@@ -55,7 +56,7 @@ def notify_user_service(host, checks):
         checks.expect("rh-g" not in status.out, "bob does not see the credential", status)
         checks.expect(not notified("bob"), "nothing reached bob's session bus", notified("bob"))
         # bob's notification server does record what is sent to it, so its silence means something.
-        m.run(["busctl", "--user", "--machine=bob@", "call", "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+        m.run(["busctl", "--user", "--machine=bob@", "--", "call", "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
                "org.freedesktop.Notifications", "Notify", "susssasa{sv}i", "realhost", "0", "", "probe", "", "0", "0", "-1"])
         checks.expect(notified("bob"), "bob's notification server records a notification sent to it", notified("bob"))
         journal = m.run(["journalctl", "_SYSTEMD_USER_UNIT=tokend-notify.service", "_UID=1000", "--no-pager", "-o", "cat"],

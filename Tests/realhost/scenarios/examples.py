@@ -34,6 +34,7 @@ def _restoring_config(host):
 @scenario("check-config-as-service", "tokend --check-config judges files as tokend.service will read them")
 def check_config_as_service(host, checks):
     m = host.machine
+    host.ensure_running()
     with _restoring_config(host):
         m.write("/etc/tokend/realhost-secret", "s3cret-" + secrets.token_hex(8) + "\n", mode="0600", owner="root:root")
         host.add_config('\n[providers.confidential]\nkind = "oauth2"\ntoken_endpoint = "http://127.0.0.1:9/token"\n'
@@ -59,7 +60,7 @@ def check_config_as_service(host, checks):
 @scenario("token-files", "token files as docs/operations.md and docs/clients.md set them up")
 def token_files(host, checks):
     m = host.machine
-    host.tokenctl("status")  # tokend runs: systemctl reload applies the change
+    host.ensure_running()  # systemctl reload applies the change
     with _restoring_config(host):
         setup = m.sh(docs.snippet("docs/operations.md", "token-files-folder"), check=False)
         checks.require(setup.status == 0, "docs/operations.md: the token folder's set-up runs as written", setup)
@@ -220,7 +221,7 @@ def demo_colour(host, checks):
 @scenario("sandbox", "what tokend.service's sandbox lets tokend read and write, as docs/operations.md says")
 def sandbox(host, checks):
     m = host.machine
-    host.tokenctl("status")
+    host.ensure_running()
     with _restoring_config(host):
         # Files the service cannot see: ProtectHome= hides /home, PrivateTmp= gives it its own /tmp.
         # --check-config (as user tokend, but outside the unit) reads them; the service does not.

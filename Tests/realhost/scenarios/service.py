@@ -90,8 +90,7 @@ def reload(host, checks):
     if host.machine.flavour == "minimal":
         present = host.machine.run(["sh", "-c", "ls /bin/kill /usr/bin/kill /sbin/kill 2>/dev/null"], check=False).out.split()
         checks.expect(not present, "the root holds only Debian's minbase and the package's dependencies (no kill program)", present)
-    host.tokenctl("status")
-    pid = host.wait_active(60)
+    pid = host.ensure_running()
     original = host.config()
     token = host.add_credential("rh-c", ["uid:0"])
     try:

@@ -41,8 +41,9 @@ def limited(idp) -> Iterator[Daemon]:
 
 
 def expected_unit() -> str | None:
-    """The innermost ``.service`` or ``.scope`` of this process's cgroup (v2, else the legacy
-    ``name=systemd`` hierarchy): the unit tokend reports for it; ``None`` outside any unit."""
+    """The unit the system manager put this process in: the first component below the slices of
+    its cgroup v2 path (else of the legacy ``name=systemd`` one), one leading ``_`` removed, if it
+    is a ``.service`` or ``.scope``: the unit tokend reports for it; ``None`` outside any unit."""
     paths = {}
     for line in Path("/proc/self/cgroup").read_text().splitlines():
         hierarchy, _, rest = line.partition(":")
@@ -51,11 +52,11 @@ def expected_unit() -> str | None:
             paths["unified"] = path
         elif controllers == "name=systemd":
             paths["legacy"] = path
-    for path in (paths.get("unified", ""), paths.get("legacy", "")):
-        units = [part for part in path.split("/") if part.endswith((".service", ".scope"))]
-        if units:
-            return units[-1]
-    return None
+    unified = paths.get("unified", "/")
+    path = unified if unified != "/" else paths.get("legacy", "")
+    names = [part[1:] if part.startswith("_") else part for part in path.split("/") if part]
+    first = next((name for name in names if not name.endswith(".slice")), None)
+    return first if first is not None and first.endswith((".service", ".scope")) else None
 
 
 def test_status_says_when_a_new_login_is_needed_and_why(limited, pool):
