@@ -11,12 +11,14 @@ Two installations:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docs
@@ -129,6 +131,16 @@ class Host:
         """Appends TOML to the configuration file."""
         current = self.machine.run(["cat", CONFIG]).out
         self.machine.write(CONFIG, current.rstrip("\n") + "\n" + text, mode="0644")
+
+    @contextlib.contextmanager
+    def restoring_config(self) -> Iterator[None]:
+        """Whatever the block does to the configuration is undone, and tokend reloaded, at its end."""
+        original = self.config()
+        try:
+            yield
+        finally:
+            self.set_config(original)
+            self.systemctl("reload", "tokend.service", check=False)
 
     def config(self) -> str:
         return self.machine.run(["cat", CONFIG]).out

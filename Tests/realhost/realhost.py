@@ -65,8 +65,8 @@ REPO = HERE.parents[1]
 DOCUMENTS_WITH_EXAMPLES = ["README.md", "docs/operations.md", "docs/clients.md", "docs/notifications.md"]
 
 
-class Interrupted(Exception):
-    pass
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM, SIGHUP or the time limit: not a scenario's failure, the end of the run."""
 
 
 def main() -> int:

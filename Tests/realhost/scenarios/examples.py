@@ -15,27 +15,11 @@ from harness import scenario
 from host import messages
 
 
-def _restoring_config(host):
-    """A context manager: whatever a scenario does to the configuration is undone, and tokend
-    reloaded, at its end."""
-
-    class Restore:
-        def __enter__(self):
-            self.text = host.config()
-            return self
-
-        def __exit__(self, *exc):
-            host.set_config(self.text)
-            host.systemctl("reload", "tokend.service", check=False)
-
-    return Restore()
-
-
 @scenario("check-config-as-service", "tokend --check-config judges files as tokend.service will read them")
 def check_config_as_service(host, checks):
     m = host.machine
     host.ensure_running()
-    with _restoring_config(host):
+    with host.restoring_config():
         m.write("/etc/tokend/realhost-secret", "s3cret-" + secrets.token_hex(8) + "\n", mode="0600", owner="root:root")
         host.add_config('\n[providers.confidential]\nkind = "oauth2"\ntoken_endpoint = "http://127.0.0.1:9/token"\n'
                         'client_id = "realhost"\nclient_secret_file = "realhost-secret"\n')
@@ -61,7 +45,7 @@ def check_config_as_service(host, checks):
 def token_files(host, checks):
     m = host.machine
     host.ensure_running()  # systemctl reload applies the change
-    with _restoring_config(host):
+    with host.restoring_config():
         setup = m.sh(docs.snippet("docs/operations.md", "token-files-folder"), check=False)
         checks.require(setup.status == 0, "docs/operations.md: the token folder's set-up runs as written", setup)
         host.add_config("\n" + docs.snippet("docs/operations.md", "token-files-config"))
@@ -162,7 +146,7 @@ def first_token_device(host, checks):
     try:
         port = m.wait_for("the IdP's READY line", lambda: re.findall(r"^READY (\d+)", idp_out.read_text(), re.M),
                           timeout=120)[0]
-        with _restoring_config(host):
+        with host.restoring_config():
             provider = docs.snippet("docs/operations.md", "first-token-provider")
             host.add_config("\n" + provider.replace("https://login.example.com", f"http://127.0.0.1:{port}"))
             reload = m.sh(docs.snippet("docs/operations.md", "first-token-reload"), check=False)
@@ -222,7 +206,7 @@ def demo_colour(host, checks):
 def sandbox(host, checks):
     m = host.machine
     host.ensure_running()
-    with _restoring_config(host):
+    with host.restoring_config():
         # Files the service cannot see: ProtectHome= hides /home, PrivateTmp= gives it its own /tmp.
         # --check-config (as user tokend, but outside the unit) reads them; the service does not.
         for path in ("/home/alice/realhost-secret", "/tmp/realhost-secret"):
@@ -245,7 +229,10 @@ def sandbox(host, checks):
         host.systemctl("reload", "tokend.service")
         marker = host.now_us()
         host.add_credential("rh-sandbox", ["uid:0"])
-        written = lambda: m.run(["test", "-s", "/var/lib/realhost-tokens/rh-sandbox"], check=False).status == 0  # noqa: E731
+
+        def written() -> bool:
+            return m.run(["test", "-s", "/var/lib/realhost-tokens/rh-sandbox"], check=False).status == 0
+
         refused = m.wait_for("tokend to log the failed write", lambda: [
             line for line in messages(host.journal_since(marker, "_SYSTEMD_UNIT=tokend.service"))
             if "writing a token file failed" in line], timeout=30)
