@@ -25,14 +25,17 @@ Write a function in a module of scenarios/ (or a new module, imported in scenari
         checks.expect(result.out.strip() == token, "backup.service reads svc", result)
 
 - `host` (host.Host): `machine.run/sh/write/show/journal/wait_for` (machine.py) run commands
-  inside as root or `user=`; `tokenctl`, `systemctl`, `add_config`, `add_credential`,
-  `ensure_user`, `journal_since`, `background` (host.py). Every wait has a deadline.
+  inside as root or `user=`; `tokenctl`, `systemctl`, `ensure_running`, `restoring_config`,
+  `add_config`, `add_credential`, `ensure_user`, `journal_since`, `background` (host.py). Every
+  command and wait has a deadline. Users alice (uid 1000) and bob (1001) exist; the provider
+  `realhost` (a closed token endpoint) serves credentials added from a token response.
 - `checks` (harness.Checks): `expect` records a check and carries on, `require` stops the
   scenario when it fails, `note` adds a measurement to the report.
 - `flavour`: the root to boot, "minimal" (Debian minbase + the package's dependencies) or a layer
   of roots.FLAVOURS ("desktop" adds python3-dbusmock); one machine is booted per flavour and
-  its scenarios run on it in order, so a scenario leaves tokend running with the configuration
-  it found (restore what you change, in a `finally`).
+  its scenarios run on it in the order of scenarios/__init__.py, so a scenario puts back what it
+  changes (`with host.restoring_config():`, a `finally`) and starts tokend when it needs it
+  running (`host.ensure_running()`).
 - `mode`: "dev" (scripts/test, the development build), "deb" (scripts/test-package), or "any".
 - An operator example in the docs is run as written by marking its code block
   (`<!-- realhost: NAME -->`, see docs.py) and running `docs.snippet(path, NAME)` inside.
