@@ -93,6 +93,8 @@ class Host:
                 timeout=300,
             )
         self.add_config(TEST_PROVIDER)
+        # The package started tokend already: it takes the provider now.
+        self.systemctl("try-reload-or-restart", "tokend.service")
         # Local users besides root: alice (uid 1000) and bob (uid 1001).
         for user in ("alice", "bob"):
             self.ensure_user(user)
