@@ -29,7 +29,8 @@ final class OpenConnections: Sendable {
     var count: Int { state.withLock { $0.channels.count } }
 
     /// Asks every connection to finish (`ChannelShouldQuiesceEvent`: answer the calls already
-    /// received, read no more, close), waits for them until `deadline`, then closes those left.
+    /// received, read no more — but a connection's first call, when none has come yet, for a
+    /// moment — and close), waits for them until `deadline`, then closes those left.
     ///
     /// - Returns: How many connections had to be closed at the deadline.
     func quiesce(deadline: ContinuousClock.Instant) async -> Int {
