@@ -114,7 +114,6 @@ struct SocketListener {
                     case .accepted:
                         channel.closeFuture.whenComplete { _ in limiter.release(uid: caller.uid) }
                     }
-                    connections.add(channel)
                     try channel.pipeline.syncOperations.addHandlers([
                         PartialMessageTimeout(limit: limits.messageTimeout, caller: caller, logger: logger),
                         ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: limits.maximumMessageBytes)),
@@ -123,6 +122,8 @@ struct SocketListener {
                             requestMetrics: requestMetrics
                         ),
                     ])
+                    // After the handlers: a stop under way reaches the connection handler.
+                    connections.add(channel)
                 }
             }
     }

@@ -209,3 +209,48 @@ def encrypted_key(host, checks):
     files = m.run(["ls", "-A", "/var/lib/tokend"]).out.split()
     checks.expect("tokend.key" not in files, "the key file is gone (shred -u)", files)
     host.tokenctl("remove", "rh-e", check=False)
+
+
+# Each call: "ok" or "FAILED(status)", and how long it took in milliseconds.
+RESTART_CALL_LOOP = """
+while [ ! -e /tmp/stop-restart-calls ]; do
+  start=$(date +%s%3N)
+  if tokenctl --timeout 20 token rh-restart >/dev/null 2>/tmp/restart-call.$$.err; then
+    echo "ok $(( $(date +%s%3N) - start ))"
+  else
+    echo "FAILED($?) $(( $(date +%s%3N) - start )) $(tr '\\n' ' ' </tmp/restart-call.$$.err)"
+  fi
+done
+"""
+
+
+@scenario("restart-under-calls", "restarts as a package upgrade makes them fail no call of programs asking meanwhile")
+def restart_under_calls(host, checks):
+    """systemctl daemon-reload, restart, daemon-reload (what the package's postinst does), many
+    times, while programs ask for a token without pause: a connection tokend accepted just
+    before a stop must be answered, and connections made meanwhile wait in the socket for the
+    next tokend."""
+    m = host.machine
+    host.ensure_running()
+    host.add_credential("rh-restart", ["uid:0", "user:alice"])
+    m.run(["rm", "-f", "/tmp/stop-restart-calls"])
+    loops = [host.background(f"restart-calls-{i}", ["bash", "-c", RESTART_CALL_LOOP], user="alice") for i in range(3)]
+    try:
+        m.wait_for("calls under way", lambda: host.log_of("restart-calls-0").count("ok ") >= 3, timeout=60)
+        restarts = 15
+        for _ in range(restarts):
+            host.systemctl("reset-failed", "tokend.service", check=False)  # the start rate limit
+            host.systemctl("daemon-reload")
+            host.systemctl("restart", "tokend.service")
+            host.systemctl("daemon-reload")
+            host.wait_active()
+    finally:
+        m.run(["touch", "/tmp/stop-restart-calls"])
+        for loop in loops:
+            loop.wait(timeout=60)
+        host.tokenctl("remove", "rh-restart", check=False)
+    lines = [line for i in range(3) for line in host.log_of(f"restart-calls-{i}").splitlines()]
+    failed = [line for line in lines if line.startswith("FAILED")]
+    checks.note(f"{len(lines)} calls during {restarts} restarts; the longest took "
+                f"{max((int(line.split()[1]) for line in lines), default=0)} ms")
+    checks.expect(lines and not failed, "no call failed", "\n".join(failed[:10]))
