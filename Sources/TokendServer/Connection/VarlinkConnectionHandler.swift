@@ -67,6 +67,15 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     /// The client shut down its sending side (e.g. `socat` at end of input): answer what was
     /// asked, then close.
     private var inputClosed = false
+    /// A call has arrived on this connection.
+    private var receivedACall = false
+    /// A graceful stop reached this connection before its first call did: it keeps reading
+    /// until that call arrives (for ``firstCallGrace`` at most), answers it, then closes.
+    private var awaitingFirstCall = false
+    /// How long a graceful stop waits for the first call of a connection it accepted before the
+    /// stop: a client sends its call right after connecting, so this covers a call on its way,
+    /// not a connection left idle (which would otherwise hold the stop until its deadline).
+    static let firstCallGrace = TimeAmount.seconds(2)
 
     /// Counts calls by method and error (one atomic increment on the hot path).
     private let requestMetrics: RequestMetrics?
@@ -87,6 +96,8 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
+        receivedACall = true
+        awaitingFirstCall = false
         let frame = unwrapInboundIn(data)
         // Taken for every message, in order, so that each call's bytes are its own.
         let sender = senders?.sender(ofNext: frame.readableBytes + 1) ?? .unknown
@@ -111,6 +122,8 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         flushIfNeeded(context: context)
+        // Still part of a first call (the listener reads no more by itself): read on.
+        if awaitingFirstCall { context.read() }
         // Calls read after a graceful stop began were answered at once: close now.
         if inputClosed { closeIfFinished(context: context) }
         context.fireChannelReadComplete()
@@ -119,11 +132,27 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
             inputClosed = true
+            awaitingFirstCall = false
             closeIfFinished(context: context)
         } else if event is ChannelShouldQuiesceEvent {
             // Graceful stop (the listener has stopped reading from this connection): answer the
             // calls already received, then close, as when the client shuts down its side. A
             // `Watch` stream has no last reply to wait for: it ends with the connection.
+            // A connection accepted before the stop whose first call has not been read yet (a
+            // `tokenctl token` that connected just before a restart) is read on until that call
+            // arrives and is answered: closed unread, its caller could not tell whether the call
+            // was seen. It closes after firstCallGrace if nothing comes.
+            if !receivedACall, slots.isEmpty, held.isEmpty {
+                awaitingFirstCall = true
+                context.read()
+                let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+                let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: Self.firstCallGrace) {
+                    guard handler.value.awaitingFirstCall else { return }
+                    handler.value.awaitingFirstCall = false
+                    handler.value.closeIfFinished(context: boundContext.value)
+                }
+            }
             inputClosed = true
             for index in slots.indices where slots[index].isStream { slots[index].isComplete = true }
             drain(context: context)
@@ -405,7 +434,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     }
 
     private func closeIfFinished(context: ChannelHandlerContext) {
-        if inputClosed, slots.isEmpty, held.isEmpty, !closing { close(context: context) }
+        if inputClosed, !awaitingFirstCall, slots.isEmpty, held.isEmpty, !closing { close(context: context) }
     }
 
     private func resumeReadingIfPossible(context: ChannelHandlerContext) {

@@ -120,7 +120,6 @@ struct SocketListener {
                     case .accepted:
                         channel.closeFuture.whenComplete { _ in limiter.release(uid: caller.uid) }
                     }
-                    connections.add(channel)
                     let senders = try peer.traceSenders(of: channel, programReaders: router.view.programReaders)
                     try channel.pipeline.syncOperations.addHandlers([
                         PartialMessageTimeout(limit: limits.messageTimeout, caller: caller, logger: logger),
@@ -130,6 +129,8 @@ struct SocketListener {
                             logger: logger, requestMetrics: requestMetrics
                         ),
                     ])
+                    // After the handlers: a stop under way reaches the connection handler.
+                    connections.add(channel)
                 }
             }
     }

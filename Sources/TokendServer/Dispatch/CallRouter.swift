@@ -24,6 +24,8 @@ struct CallRouter: Sendable {
     let callsInFlight = CallsInFlight()
     /// Open connections per uid, for the caller's usage in `Status`.
     let connections: ConnectionLimiter
+    /// Where `Reload` asks for a reload and waits for its verdict.
+    let reloads: ConfigurationReloads
     /// Those on the administrators' socket, counted with them.
     var administratorsConnections: ConnectionLimiter?
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
@@ -112,6 +114,20 @@ struct CallRouter: Sendable {
         case .tokenProvider(.backup):
             return deferred(on: eventLoop, caller: caller, what: "backing up the store", timeout: Self.backupTimeout) { [registry] in
                 BackupReplies.encode(try await registry.backup(caller: caller))
+            }
+        case .tokenProvider(.reload):
+            return deferred(on: eventLoop, caller: caller, what: "reloading the configuration") { [reloads] in
+                switch await reloads.requestAndWait() {
+                case .applied(let file, let providers, let restartNeeded):
+                    var parameters: JSONObject = [
+                        "providers": .array(providers.map(JSONValue.string)),
+                        "restartNeeded": .array(restartNeeded.map(JSONValue.string)),
+                    ]
+                    parameters.setIfPresent("file", file.map(JSONValue.string))
+                    return [reply(parameters)]
+                case .refused(let reason):
+                    throw VarlinkError.configurationInvalid(reason)
+                }
             }
         case .tokenProvider(.adoptStore):
             let request = try StoreAdoptionReplies.request(call.parameters)
