@@ -82,8 +82,15 @@ extension PostgresCredentialStore: AdoptableStore {
         let id = observed.storeID ?? recordedID ?? Self.newStoreID()
         _ = try await Self.applyMigrations(connection, from: observed.schemaVersion, node: node, logger: logger)
         if observed.storeID == nil { try await Self.setStoreID(id, connection, logger: logger) }
-        // Floors seen in another store, or before a restore on purpose, say nothing about these rows.
-        let keptFloors = (recordedID == nil || recordedID == id) && !request.restored
+        // Floors seen before a restore on purpose say nothing about these rows. Those of a store
+        // with another id are kept too: an id is a column anyone who can write the tables can
+        // change, and changed and set back it would otherwise let every rolled-back row in.
+        let keptFloors = !request.restored
+        // Tags that name no store are carried over for a node's own upgrade; one that has served
+        // a store with tags that name it finds them only where someone wrote them in (from
+        // another store sharing the key, or a backup of that time).
+        var servedStoreBoundTags = false
+        if case .known(let known) = record { servedStoreBoundTags = known.schemaVersion >= StoreAdmission.storeBoundTagsVersion }
         var tagged: [StoreAdoptionReport.Row] = []
         var rolledBack: [StoreAdoptionReport.Row] = []
         var refused: [StoreAdoptionReport.Row] = []
@@ -111,12 +118,28 @@ extension PostgresCredentialStore: AdoptableStore {
             if verifies(for: id) {
                 // Already this store's.
             } else if stored.tag == nil {
+                // Tags came before floors: a credential this node has a floor for, it has seen
+                // tagged. Without its tag it is a row someone stripped (its generation is then
+                // anyone's to choose), not one from before tags.
+                if keptFloors, let floor = floors[user] {
+                    refused.append(
+                        summary.with(
+                            problem: "it has no tag, but this node has seen it authenticated (generation \(floor.generation)"
+                                + "\(floor.removed ? ", removed" : "")): its tag was removed"))
+                    continue
+                }
                 guard (try? Self.credential(from: row, cipher: cipher)) != nil else {
                     refused.append(summary.with(problem: "it has no tag and its tokens do not open with the master key"))
                     continue
                 }
                 tagged.append(summary)
                 tags.append((user, newTag))
+            } else if RowAuthentication.formatVersion(of: stored.tag) == RowAuthentication.legacyVersion, servedStoreBoundTags, keptFloors {
+                refused.append(
+                    summary.with(
+                        problem: "its tag is of the earlier format, which names no store, but this node has served the store with tags "
+                            + "that name it: it was written in from elsewhere"))
+                continue
             } else if RowAuthentication.formatVersion(of: stored.tag) == RowAuthentication.legacyVersion,
                 (try? RowAuthentication.verifyLegacy(
                     stored.tag, userIdentifier: user, contentDigest: stored.authenticity.contentDigest, status: stored.authenticity.status,
@@ -134,7 +157,7 @@ extension PostgresCredentialStore: AdoptableStore {
                 refused.append(summary.with(problem: problem))
                 continue
             }
-            if let floor = floors[user], floor.refuses(stored.generation), recordedID == nil || recordedID == id {
+            if let floor = floors[user], floor.refuses(stored.generation) {
                 rolledBack.append(
                     summary.with(problem: "this node has seen generation \(floor.generation)\(floor.removed ? ", removed" : "")"))
                 guard request.restored else { continue }
