@@ -19,15 +19,17 @@ extension PostgresCredentialStore: AdoptableStore {
         let record = memory.record
         let floors = memory.floors()
         let held = heldReason.withLock { $0 }
+        let previewed = previewedTags.withLock { $0 }
         let limit = max(Self.adoptionLimit, .milliseconds(settings.operationTimeoutMilliseconds))
-        let (report, accepted, keptFloors): (StoreAdoptionReport, [String: Int64], Bool) = try await run(
+        let (report, accepted, keptFloors, vouched): (StoreAdoptionReport, [String: Int64], Bool, [String: [UInt8]]) = try await run(
             "adopt the shared store", limit: limit
         ) { client in
             do {
                 return try await client.withTransaction(logger: logger) { connection in
                     try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger).collect()
                     let outcome = try await self.adopt(
-                        connection, request: request, record: record, floors: floors, held: held, node: node, cipher: cipher)
+                        connection, request: request, record: record, floors: floors, held: held, previewed: previewed, node: node,
+                        cipher: cipher)
                     // A dry run leaves everything as it was: the transaction is rolled back.
                     if request.dryRun { throw DryRun(outcome: outcome) }
                     return outcome
@@ -38,6 +40,8 @@ extension PostgresCredentialStore: AdoptableStore {
                 throw error
             }
         }
+        // What the administrator is shown is what a later adoption may tag, and nothing else.
+        previewedTags.withLock { $0 = request.dryRun ? vouched : [:] }
         guard !request.dryRun else { return report }
         try memory.remember(SharedStoreRecord(storeID: report.storeID, schemaVersion: report.schemaVersion), keyring: cipher.keyring)
         let adopted = accepted.mapValues { SharedStoreMemory.Floor(generation: $0) }
@@ -59,16 +63,18 @@ extension PostgresCredentialStore: AdoptableStore {
 
     /// Carries the dry run's outcome out of the transaction it rolls back.
     private struct DryRun: Error {
-        let outcome: (StoreAdoptionReport, [String: Int64], Bool)
+        let outcome: (StoreAdoptionReport, [String: Int64], Bool, [String: [UInt8]])
     }
 
     /// The adoption, in the transaction and under the migration lock: the report, the
-    /// generations of the rows served from now on, and whether this node's floors still apply
-    /// (the same store, not restored).
+    /// generations of the rows served from now on, whether this node's floors still apply
+    /// (the same store, not restored), and the tags it gives (a dry run: would give) rows
+    /// without one. A row without a tag is tagged only as the last dry run (`previewed`) showed
+    /// it: a row changed since, or never shown, stays refused.
     private func adopt(
         _ connection: PostgresConnection, request: StoreAdoptionRequest, record: SharedStoreMemory.Record,
-        floors: [String: SharedStoreMemory.Floor], held: String?, node: String, cipher: CredentialCipher
-    ) async throws -> (StoreAdoptionReport, [String: Int64], Bool) {
+        floors: [String: SharedStoreMemory.Floor], held: String?, previewed: [String: [UInt8]], node: String, cipher: CredentialCipher
+    ) async throws -> (StoreAdoptionReport, [String: Int64], Bool, [String: [UInt8]]) {
         let observed = try await Self.observe(connection, logger: logger)
         guard observed.schemaVersion <= Self.migrations.count else {
             throw StorageError(
@@ -97,6 +103,7 @@ extension PostgresCredentialStore: AdoptableStore {
         var carriedOver = 0
         var accepted: [String: Int64] = [:]
         var tags: [(String, [UInt8])] = []
+        var vouched: [String: [UInt8]] = [:]
         for try await row in try await connection.query(
             PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials ORDER BY user_identifier"), logger: logger
         ) {
@@ -130,6 +137,16 @@ extension PostgresCredentialStore: AdoptableStore {
                 }
                 guard (try? Self.credential(from: row, cipher: cipher)) != nil else {
                     refused.append(summary.with(problem: "it has no tag and its tokens do not open with the master key"))
+                    continue
+                }
+                // The tag covers every column the dry run showed (and the generation): equal
+                // tags, an unchanged row.
+                vouched[user] = newTag
+                guard request.dryRun || previewed[user] == newTag else {
+                    refused.append(
+                        summary.with(
+                            problem: "it has no tag and was not listed, as it is now, by a dry run of this node: run `tokenctl store "
+                                + "adopt --dry-run`, check it, and adopt again"))
                     continue
                 }
                 tagged.append(summary)
@@ -173,7 +190,7 @@ extension PostgresCredentialStore: AdoptableStore {
             storeID: id, recordedStoreID: recordedID == id ? nil : recordedID, schemaVersionBefore: observed.schemaVersion,
             schemaVersion: Self.migrations.count, heldBecause: held, tagged: tagged, carriedOver: carriedOver, rolledBack: rolledBack,
             refused: refused, credentials: accepted.count, dryRun: request.dryRun, restored: request.restored)
-        return (report, accepted, keptFloors)
+        return (report, accepted, keptFloors, vouched)
     }
 
     /// Who a row lets read it, from its columns as stored (not decrypted, not trusted): what an

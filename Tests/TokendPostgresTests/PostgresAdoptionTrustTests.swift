@@ -122,4 +122,29 @@ struct PostgresAdoptionTrustTests {
             try await restarted.close()
         }
     }
+
+    /// A store from before row tags. An adoption without a dry run tags nothing; the
+    /// administrator then checks the dry run, and someone who can write the database adds a
+    /// reader to one of the rows it listed before the adoption: only the row still as the dry
+    /// run showed it is tagged.
+    @Test func anAdoptionTagsOnlyTheRowsAsTheDryRunShowedThem() async throws {
+        try await withServer { server in
+            try await PostgresRowIntegrityTests.storeFromBeforeRowTags(server)
+            let upgraded = try await Fixture.open(server, node: "b")
+            let blind = try await upgraded.adopt(StoreAdoptionRequest())
+            #expect(blind.tagged.isEmpty && blind.refused.count == 2, "\(blind)")
+            #expect(try await server.psql("SELECT count(*) FROM tokend_credentials WHERE row_mac IS NOT NULL") == "0")
+
+            let preview = try await upgraded.adopt(StoreAdoptionRequest(dryRun: true))
+            #expect(preview.tagged.map(\.userIdentifier) == ["alice", "bob"])
+            try await server.psql(#"UPDATE tokend_credentials SET readers = '["uid:1000","uid:65534"]' WHERE user_identifier = 'alice'"#)
+            let adopted = try await upgraded.adopt(StoreAdoptionRequest())
+            #expect(adopted.tagged.map(\.userIdentifier) == ["bob"], "\(adopted)")
+            #expect(adopted.refused.map(\.userIdentifier) == ["alice"], "\(adopted)")
+            let edited = try? await upgraded.load(userIdentifier: "alice")
+            #expect(edited == nil, "the row edited after the dry run was tagged: \(edited?.readers ?? [])")
+            #expect(try await upgraded.load(userIdentifier: "bob") != nil)
+            try await upgraded.close()
+        }
+    }
 }
