@@ -255,7 +255,7 @@ struct PostgresRowIntegrityTests {
 
     /// A store written before rows were authenticated (schema 3): a node migrates its schema
     /// but tags none of its rows; they are refused until an administrator adopts them, which
-    /// lists them (a dry run changes nothing) and tags them as they stand.
+    /// lists them (a dry run changes nothing) and tags them as the dry run showed them.
     @Test func rowsStoredBeforeAuthenticationAreTaggedOnlyByAnAdministrator() async throws {
         try await withServer { server in
             try await Self.storeFromBeforeRowTags(server)
