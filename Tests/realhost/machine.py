@@ -16,12 +16,12 @@ import shlex
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import cgroups
+import leftovers
 
 WORK_ROOT = Path(os.environ.get("TOKEND_REALHOST_WORK", "/var/tmp"))
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -55,7 +55,7 @@ class Machine:
         self.stack = list(stack)
         self.binds = list(binds)
         self.log = log
-        self.name = f"tokend-rh-{uuid.uuid4().hex[:10]}"
+        self.name = leftovers.owned_name("tokend-rh")
         self.work = WORK_ROOT / self.name
         self.root = self.work / "root"
         self.leader: int | None = None
@@ -79,8 +79,8 @@ class Machine:
     def boot(self, timeout: float = 90) -> float:
         """Boots systemd; returns the seconds until `systemctl is-system-running` answered."""
         started = time.monotonic()
-        self._scope = cgroups.Scope("machine")
-        self._exec_scope = cgroups.Scope("exec")
+        self._scope = cgroups.Scope(leftovers.owned_name("tokend-realhost-machine"))
+        self._exec_scope = cgroups.Scope(leftovers.owned_name("tokend-realhost-exec"))
         command = [
             "systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit", "--private-network",
             f"--machine={self.name}", "--console=pipe", f"--directory={self.root}",
@@ -144,12 +144,12 @@ class Machine:
         self.leader = None
         if self._mounted:
             # Mounts nspawn left in the host's namespace below the root (none expected).
-            for mount in sorted(_mounts_below(self.root), key=len, reverse=True):
+            for mount in sorted(leftovers.mounts_below(self.root), key=len, reverse=True):
                 subprocess.run(["umount", "--lazy", mount], timeout=30)
             subprocess.run(["umount", str(self.root)], check=False, timeout=60)
             self._mounted = False
         if self.work.exists():
-            if _mounts_below(self.work):
+            if leftovers.mounts_below(self.work):
                 errors.append(f"{self.work} still has mounts; left in place")
             else:
                 subprocess.run(["rm", "-rf", "--one-file-system", str(self.work)], timeout=120)
@@ -294,17 +294,6 @@ def _container_init(nspawn_pid: int) -> int | None:
             continue
         pending.extend(children.get(pid, []))
     return None
-
-
-def _mounts_below(path: Path) -> list[str]:
-    prefix = str(path).rstrip("/") + "/"
-    found = []
-    with open("/proc/self/mountinfo") as mountinfo:
-        for line in mountinfo:
-            point = line.split()[4].replace("\\040", " ")
-            if point.startswith(prefix):
-                found.append(point)
-    return found
 
 
 def _kill_group(process: subprocess.Popen) -> None:

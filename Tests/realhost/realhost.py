@@ -9,7 +9,8 @@ see roots.py), boots a throwaway overlay of it per run with `systemd-nspawn --bo
 scripts/install and the by-hand steps of docs/operations.md, or the .deb packages with apt-get),
 runs the scenarios inside as root and as other local users with systemctl, journalctl,
 systemd-run and loginctl, and stops and removes everything it started, also on failure, SIGINT
-and SIGTERM. Python 3 standard library only; runs as root.
+and SIGTERM; what a run killed outright (SIGKILL) left, the next run removes (leftovers.py).
+Python 3 standard library only; runs as root.
 
 Adding a scenario
 -----------------
@@ -51,13 +52,13 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import docs  # noqa: E402
+import leftovers  # noqa: E402
 import roots  # noqa: E402
 import scenarios  # noqa: E402,F401  (registers the scenarios)
 from harness import SCENARIOS, Outcome, run_scenario  # noqa: E402
@@ -102,7 +103,8 @@ def main() -> int:
     debs = arguments.debs.resolve() if arguments.debs else None
     venv = Path(os.environ["TOKEND_VENV"]) if os.environ.get("TOKEND_VENV") else None
     binds = _runtime_folders(bin_dir) if bin_dir else []
-    work = WORK_ROOT / f"tokend-realhost-run-{uuid.uuid4().hex[:8]}"
+    leftovers.sweep(WORK_ROOT, log)
+    work = WORK_ROOT / leftovers.owned_name("tokend-realhost-run")
     work.mkdir(parents=True)
 
     outcomes: list[Outcome] = []
