@@ -41,6 +41,9 @@ Write a function in a module of scenarios/ (or a new module, imported in scenari
 - An operator example in the docs is run as written by marking its code block
   (`<!-- realhost: NAME -->`, see docs.py) and running `docs.snippet(path, NAME)` inside.
 - A scenario that shows a bug is first run against the unfixed build and seen to fail.
+- Run it alone with `scripts/realhost my-check` (`--list` shows every scenario); a tool the
+  scenario needs inside that the package does not depend on goes into a layer of
+  roots.FLAVOURS, never into "minimal" (scenario c proves the package on minbase + Depends:).
 """
 
 from __future__ import annotations
