@@ -225,6 +225,13 @@ class Machine:
         self._background.append(process)
         return process
 
+    def end(self, process: subprocess.Popen) -> None:
+        """Ends a process of `spawn` and what it started inside (`Popen.kill` would end only
+        nsenter and leave the command running inside)."""
+        _kill_process(process)
+        if process in self._background:
+            self._background.remove(process)
+
     def write(self, path: str, text: str, mode: str = "0644", owner: str = "root:root") -> None:
         """Writes a file inside (its folder must exist)."""
         self.run(
@@ -297,11 +304,41 @@ def _container_init(nspawn_pid: int) -> int | None:
 
 
 def _kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL to the process group of `process` (started with start_new_session=True)."""
+    """SIGKILL to the process group of `process` (started with start_new_session=True): first to
+    what runs inside, so that nsenter (the group's leader) reaps its child and exits, then to
+    whatever is left. Killed first, nsenter would leave its child to the host's PID 1 (the
+    parent's namespace decides who reaps an orphan), and until that init reaps the zombie, the
+    container's systemd waits for it at poweroff (10 s)."""
+    inside = [pid for pid in _group_members(process.pid) if pid != process.pid]
+    for pid in inside:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if inside:
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _group_members(group: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
+            members.append(int(entry))
+    return members
 
 
 def _kill_process(process: subprocess.Popen) -> None:

@@ -25,7 +25,7 @@ Write a function in a module of scenarios/ (or a new module, imported in scenari
                                    "tokenctl", "token", "svc"], check=False)
         checks.expect(result.out.strip() == token, "backup.service reads svc", result)
 
-- `host` (host.Host): `machine.run/sh/write/show/journal/wait_for` (machine.py) run commands
+- `host` (host.Host): `machine.run/sh/write/show/journal/wait_for/end` (machine.py) run commands
   inside as root or `user=`; `tokenctl`, `systemctl`, `ensure_running`, `restoring_config`,
   `add_config`, `add_credential`, `ensure_user`, `journal_since`, `background` (host.py). Every
   command and wait has a deadline. Users alice (uid 1000) and bob (1001) exist; the provider
