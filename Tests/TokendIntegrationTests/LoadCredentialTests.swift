@@ -204,6 +204,16 @@ struct LoadCredentialTests {
         #expect(json["tokenType"] as? String == "Bearer" && (json["expiresAt"] as? Int ?? 0) > Int(Date().timeIntervalSince1970) + 3000)
         try await Self.expectRecord(daemon, unit: "backup.service", id: "api-json", result: "delivered")
         #expect(Self.records(daemon).contains { $0.contains("credential_id=api-json") && $0.contains("format=json") })
+
+        // A reload changes what IDs name, in place.
+        try daemon.directory.write("tokend.toml", Self.configuration("format = \"json\""))
+        daemon.send(signal: SIGHUP)
+        try await pollUntil(timeout: .seconds(30), "the reload: \(daemon.log.suffix(1000))") {
+            daemon.log.contains("configuration reloaded")
+        }
+        #expect(try await load("api-token") == "")
+        try await Self.expectRecord(daemon, unit: "backup.service", id: "api-token", result: "refused", reason: "no_such_credential")
+        #expect(try RawClient.object(try await load("backup"))["accessToken"] as? String == token)
         _ = try await daemon.stop()
         await units.remove()
     }
