@@ -49,7 +49,7 @@ struct LoadCredentialService: Sendable {
         let request: LoadCredentialName
         switch LoadCredentialCaller.check(peerPath: peer.path, uid: peer.uid, unit: peer.unit) {
         case .failure(let refusal):
-            // Before the name is checked, a refusal names what the peer asked for if it could be read.
+            // The record still names what the peer asked for, when its name was systemd's form.
             record.request = try? LoadCredentialName.parse(peerPath: peer.path).get()
             return finish(record, refusal: refusal, on: channel)
         case .success(let checked):
@@ -68,7 +68,9 @@ struct LoadCredentialService: Sendable {
             now: now(), mayRefresh: true)
         {
         case .deliver:
-            deliver(entry!, format: format, record: record, on: channel)
+            // A decision to deliver is made on an entry only.
+            guard let entry else { return finish(record, refusal: .noSuchCredential(name), on: channel) }
+            deliver(entry, format: format, record: record, on: channel)
         case .refuse(let refusal):
             finish(record, refusal: refusal, on: channel)
         case .refreshFirst(let validity):
