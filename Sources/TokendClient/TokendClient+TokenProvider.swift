@@ -19,6 +19,22 @@ public struct TokendServiceInfo: Sendable, Hashable {
     }
 }
 
+/// What `Reload` applied.
+public struct ReloadedConfiguration: Sendable, Hashable {
+    /// The configuration file in force (nil: the built-in defaults).
+    public var file: String?
+    /// The providers of the configuration now in force.
+    public var providers: [String]
+    /// Changed settings that take effect only at the next start, e.g. `daemon.socket`.
+    public var restartNeeded: [String]
+
+    public init(file: String?, providers: [String], restartNeeded: [String]) {
+        self.file = file
+        self.providers = providers
+        self.restartNeeded = restartNeeded
+    }
+}
+
 extension TokendClient {
     /// Returns an access token for `userIdentifier` that stays valid for at least `minValidity`.
     ///
@@ -190,6 +206,27 @@ extension TokendClient {
                 throw VarlinkError.invalidParameter("reencrypted")
             }
             return (try reader.string("keyId"), reencrypted)
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
+    }
+
+    /// Has the daemon read its configuration file again and apply it (administrators only), and
+    /// waits for its verdict.
+    /// - Returns: what the daemon applied: the file, its providers and the changed settings that
+    ///   take effect only after a restart.
+    /// - Throws: ``TokendClientError``: `configurationInvalid` (the message names the key; the
+    ///   daemon keeps the configuration it had), `permissionDenied`, …
+    public func reload() async throws(TokendClientError) -> ReloadedConfiguration {
+        let call = VarlinkCall(method: TokenProviderMethod.reload.rawValue)
+        let reply = try await singleReply(call)
+        do {
+            let reader = ParameterReader(reply.parameters)
+            return ReloadedConfiguration(
+                file: try reader.optionalString("file"),
+                providers: try reader.optionalStringArray("providers") ?? [],
+                restartNeeded: try reader.optionalStringArray("restartNeeded") ?? []
+            )
         } catch {
             throw Self.invalidReply(call, error)
         }

@@ -9,6 +9,7 @@ public enum TokenProviderMethod: String, Sendable, CaseIterable {
     case removeCredential = "io.tokend.TokenProvider.RemoveCredential"
     case rotateKey = "io.tokend.TokenProvider.RotateKey"
     case backup = "io.tokend.TokenProvider.Backup"
+    case reload = "io.tokend.TokenProvider.Reload"
     case adoptStore = "io.tokend.TokenProvider.AdoptStore"
     case watch = "io.tokend.TokenProvider.Watch"
     case watchReloginWarnings = "io.tokend.TokenProvider.WatchReloginWarnings"

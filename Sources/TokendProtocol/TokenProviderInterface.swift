@@ -204,6 +204,13 @@ public enum TokenProviderInterface {
         # answers StorageFailed: back it up with pg_dump.
         method Backup() -> (data: string, bytes: ?int, credentials: ?int, schemaVersion: ?int)
 
+        # Reads the configuration file again and applies it as SIGHUP does, then answers with the
+        # verdict: the file in force and its providers, and the changed settings that take effect only
+        # at the next start (restartNeeded). A file that does not load is refused with
+        # ConfigurationInvalid, naming the key, and the running configuration stays in force.
+        # Administrators only. `tokend --reload` (tokend.service's ExecReload=) calls it.
+        method Reload() -> (file: ?string, providers: []string, restartNeeded: []string)
+
         # A credential of the shared store as adopting it found it: who may read it, as stored.
         type AdoptedCredential (
           userIdentifier: string,
@@ -290,6 +297,9 @@ public enum TokenProviderInterface {
         error InvalidCredential (reason: string)
         error StorageFailed (reason: string)
         error KeyRotationUnavailable (reason: string)
+        # Reload: the configuration file does not load (reason names the file, the key and the
+        # problem); tokend keeps the configuration it had.
+        error ConfigurationInvalid (reason: string)
         # The login did not produce a credential: denied, expired, a redirect that does not belong to
         # it, a token that failed verification. oauthError is the provider's error code, if any.
         error LoginFailed (userIdentifier: string, reason: string, oauthError: ?string)

@@ -119,10 +119,11 @@ public final class TokendDaemon: Service {
 
         let limiter = ConnectionLimiter(maximum: configuration.maxConnections, quotas: configuration.quotas)
         let administratorsLimiter = ConnectionLimiter.forAdministratorsSocket(quotas: configuration.quotas)
+        let reloads = ConfigurationReloads()
         var router = CallRouter(
             view: view, registry: registry, settings: settings,
             daemonInfo: DaemonInfo(version: DaemonInfo.version, startedAt: startedAt), logger: logger,
-            now: WallClock.now, connections: limiter, coordination: opened.coordination
+            now: WallClock.now, connections: limiter, reloads: reloads, coordination: opened.coordination
         )
         router.administratorsConnections = administratorsLimiter
         let readerWarnings = ReaderWarnings(availability: ProgramFactsProbe.probe())
@@ -183,11 +184,13 @@ public final class TokendDaemon: Service {
             if let watchdog { tasks.addTask { await watchdog.run() } }
             if let textfile = metrics.textfile { tasks.addTask { await textfile.run() } }
             tasks.addTask {
-                for await _ in hangups.cancelOnGracefulShutdown() { await reloader.reload() }
+                for await _ in hangups.cancelOnGracefulShutdown() { reloads.request() }
             }
+            tasks.addTask { await reloads.run { await reloader.reload() } }
 
             // Serve until asked to stop.
             try? await gracefulShutdown()
+            reloads.finish()
             await stop(
                 shutdownTimeout: reloader.configuration.shutdownTimeout, sockets: sockets, listener: listener,
                 registry: registry,
@@ -393,11 +396,25 @@ public final class TokendDaemon: Service {
                 "connections": "\(listener.connections.count)",
                 "timeout": "\(DurationFormat.humanReadable(shutdownTimeout))",
             ])
-        // Stop accepting. A socket passed by systemd stays with the socket unit, which keeps
-        // listening (and queues callers) while the service restarts.
+        // Stop accepting, without closing the listening sockets yet: a connection accepted just
+        // before is still on its way (its setup hops between event loops), and NIO closes one
+        // whose listening socket closed meanwhile, unread (its caller got ECONNRESET in a
+        // restart). A socket passed by systemd stays with the socket unit, which keeps listening
+        // (and queues callers) for the next tokend; a socket file of our own goes now.
         for socket in sockets {
-            try? await socket.channel.close()
+            try? await socket.channel.setOption(ChannelOptions.autoRead, value: false)
             socket.ownedFile?.remove()
+        }
+        // A few passes through every event loop let those connections arrive and be counted, so
+        // that the stop answers their calls.
+        // (The administrators' socket has a loop of its own: its listening channel's.)
+        let loops = Array(group.makeIterator()) + sockets.map { $0.channel.eventLoop }
+        _ = await waitUntil(deadline: deadline) {
+            for _ in 0..<3 {
+                await withTaskGroup(of: Void.self) { passes in
+                    for loop in loops { passes.addTask { try? await loop.submit {}.get() } }
+                }
+            }
         }
         // No new proactive refreshes; those under way finish below.
         scheduler.cancel()
@@ -410,6 +427,7 @@ public final class TokendDaemon: Service {
                 "closed connections that were still waiting at the shutdown deadline",
                 metadata: ["connections": "\(forced)"])
         }
+        for socket in sockets { try? await socket.channel.close() }
         // Grants that no caller waits for (proactive ones) still commit their result, so a rotated
         // refresh token is never lost to a stop.
         let grants = await registry.grantsInFlight

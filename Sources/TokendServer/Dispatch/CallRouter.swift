@@ -24,6 +24,8 @@ struct CallRouter: Sendable {
     let callsInFlight = CallsInFlight()
     /// Open connections per uid, for the caller's usage in `Status`.
     let connections: ConnectionLimiter
+    /// Where `Reload` asks for a reload and waits for its verdict.
+    let reloads: ConfigurationReloads
     /// Those on the administrators' socket, counted with them.
     var administratorsConnections: ConnectionLimiter?
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
@@ -112,6 +114,20 @@ struct CallRouter: Sendable {
         case .tokenProvider(.backup):
             return deferred(on: eventLoop, caller: caller, what: "backing up the store", timeout: Self.backupTimeout) { [registry] in
                 BackupReplies.encode(try await registry.backup(caller: caller))
+            }
+        case .tokenProvider(.reload):
+            return deferred(on: eventLoop, caller: caller, what: "reloading the configuration") { [reloads] in
+                switch await reloads.requestAndWait() {
+                case .applied(let file, let providers, let restartNeeded):
+                    var parameters: JSONObject = [
+                        "providers": .array(providers.map(JSONValue.string)),
+                        "restartNeeded": .array(restartNeeded.map(JSONValue.string)),
+                    ]
+                    parameters.setIfPresent("file", file.map(JSONValue.string))
+                    return [reply(parameters)]
+                case .refused(let reason):
+                    throw VarlinkError.configurationInvalid(reason)
+                }
             }
         case .tokenProvider(.adoptStore):
             let request = try StoreAdoptionReplies.request(call.parameters)
@@ -269,7 +285,7 @@ struct CallRouter: Sendable {
 
     /// As ``mayRead(_:_:)``, with why not (which program fact did not match) for the log.
     func readDecision(_ caller: CallerIdentity, _ entry: ViewEntry) -> ReadDecision {
-        settings.current.accessPolicy.readDecision(caller, readers: entry.resolvedReaders, program: caller.programFacts(withHash:))
+        settings.current.accessPolicy.readDecision(caller, readers: entry.resolvedReaders, program: caller.programFacts(_:))
     }
 
     var hub: WatchHub { view.hub }
@@ -334,7 +350,7 @@ struct CallRouter: Sendable {
     private func usage(of caller: CallerIdentity) -> QuotaUsage {
         let current = settings.current
         // The program tokend sees for this caller, so a refused program can be told why.
-        let facts = try? caller.programFacts(withHash: false).get()
+        let facts = try? caller.programFacts(.executable).get()
         return QuotaUsage(
             uid: Int64(caller.uid), administrator: current.accessPolicy.isAdmin(caller),
             connections: Int64(

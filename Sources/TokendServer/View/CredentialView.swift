@@ -18,6 +18,9 @@ final class CredentialView: Sendable {
     /// Credentials held per uid alone (``heldUID(_:)``), kept as entries come and go so that
     /// quota checks and `Status` never count the whole view.
     private let held = Mutex<[UInt32: Int]>([:])
+    /// How many credentials have a program reader: while none has, connections do not trace who
+    /// writes each call (``CallSenders``), which costs work on every message.
+    let programReaders = ProgramReaderPresence()
     /// Told about every change of token or of serving state, for `Watch` and token files.
     let hub = WatchHub()
     /// Re-login warnings, for `WatchReloginWarnings`.
@@ -48,6 +51,7 @@ final class CredentialView: Sendable {
             countHeld(removing: old, adding: entry)
             return old
         }
+        countProgramReaders(removing: old, adding: entry)
         if let old, old.enrolment != entry.enrolment {
             dpopKeys.forget(entry.userIdentifier)
             narrowedTokens.forget(entry.userIdentifier)
@@ -62,6 +66,7 @@ final class CredentialView: Sendable {
             countHeld(removing: old, adding: nil)
             return old
         }
+        countProgramReaders(removing: old, adding: nil)
         dpopKeys.forget(userIdentifier)
         narrowedTokens.forget(userIdentifier)
         if old != nil { hub.publish(userIdentifier, .removed) }
@@ -85,6 +90,11 @@ final class CredentialView: Sendable {
             }
             if let after { held[after, default: 0] += 1 }
         }
+    }
+
+    private func countProgramReaders(removing old: ViewEntry?, adding new: ViewEntry?) {
+        programReaders.add(
+            (new?.resolvedReaders.programs.isEmpty == false ? 1 : 0) - (old?.resolvedReaders.programs.isEmpty == false ? 1 : 0))
     }
 
     /// Watchers hear about a new token or the end of the login; bookkeeping changes (state
@@ -112,6 +122,7 @@ final class CredentialView: Sendable {
         var counts: [UInt32: Int] = [:]
         for entry in entries { if let uid = Self.heldUID(entry) { counts[uid, default: 0] += 1 } }
         held.withLock { $0 = counts }
+        programReaders.reset(to: entries.count { !$0.resolvedReaders.programs.isEmpty })
         dpopKeys.removeAll()
         narrowedTokens.removeAll()
         for (index, shard) in shards.enumerated() {
