@@ -60,13 +60,20 @@ struct LoadCredentialTests {
         _ credentials: [(String, [String], String)], configuration: String = LoadCredentialTests.configuration()
     ) async throws -> DaemonProcess {
         let daemon = try DaemonProcess(configuration: configuration)
-        try await daemon.start()
+        try await Self.start(daemon)
         let root = try RawClient(path: daemon.socketPath)
         for (name, readers, access) in credentials {
             let added = try root.call(Tokens.addCall(user: name, access: access, refresh: "r-\(name)", readers: readers))
             #expect(added.errorName == nil, "\(added)")
         }
         return daemon
+    }
+
+    /// Starts `daemon` and waits until all its sockets listen: the public one, which `start()`
+    /// waits for, is bound first; the ready line comes after the last.
+    static func start(_ daemon: DaemonProcess) async throws {
+        try await daemon.start()
+        try await pollUntil(timeout: .seconds(30), "the ready line: \(daemon.log.suffix(2000))") { daemon.log.contains("tokend ready") }
     }
 
     /// The daemon's `LoadCredential` log lines.
@@ -236,7 +243,7 @@ struct LoadCredentialTests {
             """
         let daemon = try DaemonProcess(
             configuration: Self.configuration("min_valid = \"10m\"\ntimeout = \"2s\"", providers: providers), directory: directory)
-        try await daemon.start()
+        try await Self.start(daemon)
         let root = try RawClient(path: daemon.socketPath)
         let old = Tokens.random("old-")
         #expect(
@@ -271,17 +278,16 @@ struct LoadCredentialTests {
     /// Off unless configured: no socket, and nothing of it in the ready line.
     @Test func theSocketIsOptIn() async throws {
         let daemon = try DaemonProcess()
-        try await daemon.start()
+        try await Self.start(daemon)
         #expect(!FileManager.default.fileExists(atPath: daemon.directory.file("credential.sock")))
         let ready = daemon.log.split(separator: "\n").first { $0.contains("tokend ready") } ?? ""
         #expect(!ready.contains("load_credential_socket"), "\(ready)")
         _ = try await daemon.stop()
 
         let on = try DaemonProcess(configuration: Self.configuration())
-        try await on.start()
+        try await Self.start(on)
         let socket = on.directory.file("credential.sock")
         #expect(FileManager.default.fileExists(atPath: socket))
-        try await pollUntil(timeout: .seconds(10), "the ready line") { on.log.contains("tokend ready") }
         #expect(on.log.contains("load_credential_socket=\(socket)"), "\(on.log)")
         _ = try await on.stop()
         // Removed at stop, as tokend's other sockets.
