@@ -37,8 +37,9 @@ struct LoadCredentialService: Sendable {
                     return channel.eventLoop.makeFailedFuture(error)
                 }
                 return LoadCredentialPeer.read(from: channel).flatMapThrowing { peer in
-                    connections.add(channel)
                     try channel.pipeline.syncOperations.addHandler(LoadCredentialHandler(service: self, peer: peer))
+                    // After the handler, as OpenConnections asks: a stop under way reaches it.
+                    connections.add(channel)
                 }
             }
     }
