@@ -141,6 +141,12 @@ def timer_job(host, checks):
         recorded(host, checks, marker, "tokend logged the refusal (no_such_credential)",
                  TOKEND_UNIT="backup.service", CREDENTIAL_ID="backup", RESULT="refused", REASON="no_such_credential")
 
+        # The journal queries of docs/operations.md, as written.
+        queried = m.sh(docs.snippet(OPERATIONS, "loadcredential-journal"), check=False)
+        checks.expect(queried.status == 0 and "LoadCredential: token delivered" in queried.out
+                      and "LoadCredential: refused" in queried.out and "no_such_credential" in queried.out,
+                      "docs/operations.md's journalctl queries show the delivery and the refusal", queried)
+
         # Without tokend's socket systemd fails the start itself.
         host.systemctl("stop", "tokend-credential.socket")
         host.systemctl("reset-failed", "backup.service", check=False)
