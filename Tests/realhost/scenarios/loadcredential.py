@@ -212,8 +212,9 @@ def who_gets_it(host, checks):
         m.wait_for("alice's user manager", lambda: m.run(
             ["systemctl", "is-active", "user@1000.service"], check=False).out.strip() == "active", timeout=60)
         user_unit = unit("backup.service", user_manager="alice")
-        checks.expect(user_unit.status != 0 and token not in user_unit.out,
-                      "alice's user-manager unit backup.service does not start (the socket is root's only)", user_unit)
+        checks.expect(user_unit.status == 243 and token not in user_unit.out,
+                      "alice's user-manager unit backup.service fails to start, 243/CREDENTIALS (the socket is root's only)",
+                      user_unit)
         m.run(["chmod", "0666", SOCKET])
         try:
             marker = host.now_us()
