@@ -113,10 +113,14 @@ def timer_job(host, checks):
         timer = m.show("backup.timer", "ActiveState", "NextElapseUSecRealtime")
         checks.expect(timer["ActiveState"] == "active" and timer["NextElapseUSecRealtime"], "the timer waits for its next run", timer)
 
-        # The run the timer starts, started now.
+        # The run the timer starts, started now, with tokend not running (as after a boot): the
+        # service manager's connection starts it through tokend-credential.socket.
+        host.systemctl("stop", "tokend.service")
         marker = host.now_us()
         run = host.systemctl("start", "backup.service", check=False, timeout=120)
         checks.expect(run.status == 0, "backup.service runs to its end", run)
+        checks.expect(host.service("ActiveState")["ActiveState"] == "active", "its start started tokend (socket activation)",
+                      host.service("ActiveState", "SubState"))
         lines = m.wait_for("the job's report in its journal", lambda: job_report(host, marker), timeout=30)
         checks.expect(f"token-sha256 {sha256(token)}" in lines, "the job read the credential's current token", lines)
         report = next((line.split() for line in lines if line.startswith("file")), [])
