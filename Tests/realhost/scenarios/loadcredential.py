@@ -98,6 +98,9 @@ def recorded(host, checks, marker_us: int, what: str, **fields: str) -> None:
 def timer_job(host, checks):
     m = host.machine
     host.ensure_running()
+    installed = [host.systemctl(verb, "tokend-credential.socket", check=False).out.strip() for verb in ("is-enabled", "is-active")]
+    checks.expect(installed == ["disabled", "inactive"], "as installed, tokend-credential.socket is off (disabled, inactive)",
+                  installed)
     enable(host)
     units = ("/etc/systemd/system/backup.service", "/etc/systemd/system/backup.timer")
     try:
