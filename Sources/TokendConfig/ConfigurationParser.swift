@@ -85,6 +85,7 @@ public struct ConfigurationParser {
         }
         configuration.metrics = try parseMetrics(root.raw("metrics"))
         configuration.store = try parseStore(root.raw("store"), limits: configuration.refreshLimits)
+        try parseLoadCredential(root.raw("load_credential"), into: &configuration)
         try root.finish()
         return configuration
     }
