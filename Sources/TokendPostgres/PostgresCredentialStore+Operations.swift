@@ -11,16 +11,6 @@ extension PostgresCredentialStore {
             what: "load credentials", skippingRefused: false, users: nil)
     }
 
-    /// Every credential but those refused by their integrity check (reported and logged, and
-    /// left out: a row edited outside tokend grants nothing, and the others still serve). None
-    /// while the store is held.
-    public func loadIndex() async throws -> [IndexedCredential] {
-        try await readVerified(
-            PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials"), what: "load credentials",
-            skippingRefused: true, users: nil
-        ).map { IndexedCredential(decrypted: $0) }
-    }
-
     public func load(userIdentifier: String) async throws -> Credential? {
         var query = PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = $1")
         try query.binds.append(userIdentifier)
@@ -93,34 +83,6 @@ extension PostgresCredentialStore {
             user, generation: credential.generation, contentDigest: authenticity.contentDigest, salt: authenticity.salt, floor: floors[user]
         )
         return (credential, authenticity)
-    }
-
-    /// Every credential's generation, by user identifier (the periodic reconciliation). A
-    /// generation older than one this node has seen is reported as a rollback. None while the
-    /// store is held.
-    public func generations() async throws -> [String: Int64] {
-        if isHeld { return [:] }
-        let logger = logger
-        let floors = memory.floors()
-        let result = try await run("list generations") { client in
-            var result: [String: Int64] = [:]
-            for try await (user, generation) in try await client.query(
-                "SELECT user_identifier, generation FROM tokend_credentials", logger: logger
-            ).decode((String, Int64).self) {
-                result[user] = generation
-            }
-            return result
-        }
-        for (user, generation) in result {
-            guard let floor = floors[user], floor.refuses(generation) else { continue }
-            reportIntegrity(
-                StorageError(
-                    code: .integrity,
-                    message: "stored credential '\(user)' was rolled back to generation \(generation); this node has seen "
-                        + "generation \(floor.generation); it is refused"),
-                kind: .rolledBack, user: user, generation: generation)
-        }
-        return result
     }
 
     /// The next value of the store's generation sequence: drawn before a write, so that the
@@ -360,33 +322,6 @@ extension PostgresCredentialStore {
     /// row is refused as rolled back.
     private func keepRemoved(_ user: String, generation: Int64) async throws {
         try await keepFloors([user: SharedStoreMemory.Floor(generation: generation, removed: true)])
-    }
-
-    /// While the store is held every key of the keyring counts as in use: none is dropped on
-    /// the word of a store this node does not recognise.
-    public func keyIDsInUse() async throws -> Set<String> {
-        if isHeld { return Set(cipher.keyring.keyIDs) }
-        let logger = logger
-        return try await run("list the keys in use") { client in
-            var ids = Set<String>()
-            for try await id in try await client.query(
-                """
-                SELECT encode(substring(access_token FROM 2 FOR 8), 'hex') FROM tokend_credentials
-                UNION
-                SELECT encode(substring(refresh_token FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE refresh_token IS NOT NULL
-                UNION
-                SELECT encode(substring(dpop_key FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE dpop_key IS NOT NULL
-                UNION
-                SELECT encode(substring(narrowed_tokens FROM 2 FOR 8), 'hex') FROM tokend_credentials
-                WHERE narrowed_tokens IS NOT NULL
-                UNION
-                SELECT encode(substring(row_mac FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE row_mac IS NOT NULL
-                """, logger: logger
-            ).decode(String.self) {
-                ids.insert(id)
-            }
-            return ids
-        }
     }
 
     /// A held store is not re-encrypted: its rows are not this node's until an administrator

@@ -220,15 +220,21 @@ public final class PostgresCredentialStore: CredentialStore {
     ///
     /// - Throws: ``StorageError`` `.integrity` if the row is older: it was rolled back.
     func admit(_ user: String, generation: Int64, contentDigest: [UInt8], salt: [UInt8], floor: SharedStoreMemory.Floor?) throws {
-        if let floor, floor.refuses(generation) {
-            let seen = floor.removed ? "seen generation \(floor.generation) removed" : "seen generation \(floor.generation)"
-            let error = StorageError(
-                code: .integrity,
-                message: "stored credential '\(user)' was rolled back to generation \(generation); this node has \(seen); it is refused")
-            reportIntegrity(error, kind: .rolledBack, user: user, generation: generation)
-            throw error
-        }
+        if let floor { try checkFloor(user, generation: generation, floor: floor) }
         noteSeen(user, generation: generation, contentDigest: contentDigest, salt: salt)
+    }
+
+    /// Refuses (and reports) a row older than `floor`: it was rolled back.
+    ///
+    /// - Throws: ``StorageError`` `.integrity`.
+    func checkFloor(_ user: String, generation: Int64, floor: SharedStoreMemory.Floor) throws {
+        guard floor.refuses(generation) else { return }
+        let seen = floor.removed ? "seen generation \(floor.generation) removed" : "seen generation \(floor.generation)"
+        let error = StorageError(
+            code: .integrity,
+            message: "stored credential '\(user)' was rolled back to generation \(generation); this node has \(seen); it is refused")
+        reportIntegrity(error, kind: .rolledBack, user: user, generation: generation)
+        throw error
     }
 
     /// Makes the floors of rows read or written durable; throws when they cannot be, so that

@@ -18,7 +18,8 @@ public enum AuthenticatedValue: Sendable, Hashable {
 /// version (1 byte, = 2) | master key id (8) | HMAC-SHA256 (32)
 /// ```
 ///
-/// under HKDF-SHA256(master key, info "tokend row authentication v1"), over the version, the
+/// under HKDF-SHA256(master key, info "tokend row authentication v1") (derived once per key,
+/// ``MasterKey/rowAuthenticationKey``), over the version, the
 /// key id, the store's id (`tokend_meta.store_id`), the user identifier, the SHA-256 of the
 /// content columns (``contentDigest(_:)``: everything but the refresh bookkeeping), the refresh
 /// bookkeeping and the generation. Every field is length-prefixed and named, so no two rows
@@ -146,14 +147,13 @@ public enum RowAuthentication {
         header: [UInt8], key: MasterKey, store: String?, _ userIdentifier: String, _ contentDigest: [UInt8],
         _ status: [(String, AuthenticatedValue)], _ generation: Int64
     ) -> [UInt8] {
-        let macKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: key.symmetricKey, info: info, outputByteCount: 32)
         var bytes = header
         if let store { append("store", .text(store), to: &bytes) }
         append("user_identifier", .text(userIdentifier), to: &bytes)
         append("content", .bytes(contentDigest), to: &bytes)
         for (name, value) in status { append(name, value, to: &bytes) }
         append("generation", .integer(generation), to: &bytes)
-        return Array(HMAC<SHA256>.authenticationCode(for: bytes, using: macKey))
+        return Array(HMAC<SHA256>.authenticationCode(for: bytes, using: key.rowAuthenticationKey))
     }
 
     /// `name`, then a kind byte (0 null, 1 text, 2 integer, 3 bytes), then the value

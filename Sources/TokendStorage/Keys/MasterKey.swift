@@ -18,6 +18,9 @@ public struct MasterKey: Sendable, Equatable, CustomStringConvertible, CustomDeb
     let idBytes: [UInt8]
     /// The key. `SymmetricKey` keeps its bytes in storage that is zeroed when freed.
     let symmetricKey: SymmetricKey
+    /// The key that tags shared store rows (``RowAuthentication``), derived once: a node checks
+    /// every row's tag when it starts, and deriving it per row cost more than the check itself.
+    let rowAuthenticationKey: SymmetricKey
 
     /// Wraps raw key bytes.
     ///
@@ -38,6 +41,8 @@ public struct MasterKey: Sendable, Equatable, CustomStringConvertible, CustomDeb
         let digest = symmetricKey.withUnsafeBytes { SHA256.hash(data: $0) }
         self.idBytes = Array(digest.prefix(Self.idByteCount))
         self.id = Self.hex(idBytes)
+        self.rowAuthenticationKey = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: symmetricKey, info: RowAuthentication.info, outputByteCount: 32)
     }
 
     /// A new key from the system's secure random generator.
