@@ -1,3 +1,4 @@
+import Dispatch
 import NIOCore
 import PostgresNIO
 import TokendCore
@@ -25,9 +26,10 @@ extension PostgresCredentialStore {
     /// authenticated and checked against the node's floors, its access token left sealed
     /// (``SealedAccessToken``) and its refresh token unread. None while the store is held.
     ///
-    /// The next page is fetched while this one is checked. Floors rise (durably, before this
-    /// returns) for every row newer than the node had seen; a credential it had seen that the
-    /// read finds gone is remembered as removed.
+    /// Pages are checked on Dispatch's threads, two at a time (the event loops stay free to
+    /// fetch the next page meanwhile). Floors rise (durably, before this returns) for every row
+    /// newer than the node had seen; a credential it had seen that the read finds gone is
+    /// remembered as removed.
     public func loadIndex() async throws -> [IndexedCredential] {
         if isHeld { return [] }
         let floors = memory.floors()
@@ -41,28 +43,14 @@ extension PostgresCredentialStore {
         var floorsMet = 0
         // Rows refused by their integrity check: there, though not served.
         var refused: Set<String> = []
-        var readers: [String: [Reader]] = [:]
-        var next: Task<[PostgresRow], any Error>? = fetchPage(columns: Self.indexColumns, after: nil)
-        var pages = 0
-        while let page = next {
-            let rows = try await page.value
-            pages += 1
-            let last = rows.last.flatMap { try? $0.makeRandomAccess()[Self.indexUserPosition].decode(String.self) }
-            next = rows.count == pageSize && pages < maximumPages ? fetchPage(columns: Self.indexColumns, after: last) : nil
-            credentials.reserveCapacity(credentials.count + rows.count)
-            for row in rows {
-                let indexed: IndexedCredential
-                do {
-                    indexed = try Self.indexedRow(row, opener: opener, store: store, keyring: keyring, readers: &readers)
-                } catch let error as StorageError where error.code == .integrity {
-                    let cells = row.makeRandomAccess()
-                    let user = (try? cells[Self.indexUserPosition].decode(String.self)) ?? "?"
-                    if floors[user] != nil { floorsMet += 1 }
-                    refused.insert(user)
-                    reportIntegrity(
-                        error, kind: .altered, user: user, generation: try? cells[Self.indexUserPosition + 1].decode(Int64.self))
-                    continue
-                }
+        func merge(_ checked: CheckedPage) {
+            for (error, user, generation) in checked.refused {
+                if floors[user] != nil { floorsMet += 1 }
+                refused.insert(user)
+                reportIntegrity(error, kind: .altered, user: user, generation: generation)
+            }
+            credentials.reserveCapacity(credentials.count + checked.credentials.count)
+            for indexed in checked.credentials {
                 let user = indexed.metadata.userIdentifier
                 let floor = SharedStoreMemory.Floor(generation: indexed.metadata.generation)
                 if let seen = floors[user] {
@@ -78,6 +66,18 @@ extension PostgresCredentialStore {
                 credentials.append(indexed)
             }
         }
+        var next: Task<[PostgresRow], any Error>? = fetchPage(columns: Self.indexColumns, after: nil)
+        var checking: [Task<CheckedPage, any Error>] = []
+        var pages = 0
+        while let page = next {
+            let rows = try await page.value
+            pages += 1
+            let last = rows.last.flatMap { try? $0.makeRandomAccess()[Self.indexUserPosition].decode(String.self) }
+            next = rows.count == pageSize && pages < maximumPages ? fetchPage(columns: Self.indexColumns, after: last) : nil
+            checking.append(Task { try await Self.check(rows, opener: opener, store: store, keyring: keyring) })
+            if checking.count >= 2 { merge(try await checking.removeFirst().value) }
+        }
+        for page in checking { merge(try await page.value) }
         let standing = floors.filter { !$0.value.removed }
         if floorsMet < standing.count {
             var present = refused
@@ -89,6 +89,42 @@ extension PostgresCredentialStore {
         }
         try await keepFloors(raised)
         return credentials
+    }
+
+    /// A page of the start-up read, checked: the credentials, and the rows refused by their
+    /// integrity check (with their user identifier and generation, to report).
+    struct CheckedPage: Sendable {
+        var credentials: [IndexedCredential] = []
+        var refused: [(StorageError, String, Int64?)] = []
+    }
+
+    /// Checks a page's rows on Dispatch's pool (pure work that would otherwise hold an event
+    /// loop, where the database's answers arrive).
+    static func check(_ rows: [PostgresRow], opener: SealedTokenOpener, store: String, keyring: Keyring) async throws -> CheckedPage {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                var page = CheckedPage()
+                page.credentials.reserveCapacity(rows.count)
+                var readers: [String: [Reader]] = [:]
+                do {
+                    for row in rows {
+                        do {
+                            page.credentials.append(try indexedRow(row, opener: opener, store: store, keyring: keyring, readers: &readers))
+                        } catch let error as StorageError where error.code == .integrity {
+                            let cells = row.makeRandomAccess()
+                            page.refused.append(
+                                (
+                                    error, (try? cells[indexUserPosition].decode(String.self)) ?? "?",
+                                    try? cells[indexUserPosition + 1].decode(Int64.self)
+                                ))
+                        }
+                    }
+                    continuation.resume(returning: page)
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
     }
 
     /// One page of `columns` after the user identifier `last` (nil: the first page), in key
@@ -181,7 +217,8 @@ extension PostgresCredentialStore {
     }
 
     /// One row of the start-up read: its tag checked, its metadata decoded, its access token
-    /// kept sealed.
+    /// kept sealed. The content digest is computed from the cells as received (no copy of a
+    /// token into an array of its own).
     ///
     /// - Throws: ``StorageError`` `.integrity` if the tag does not match, `.unknownKey` if it
     ///   names a key the keyring lacks, `.corruptRecord` for a value that cannot be read.
@@ -194,46 +231,57 @@ extension PostgresCredentialStore {
             StorageError(code: .corruptRecord, message: "stored credential '\(user)' has an invalid \(column): \(problem)")
         }
         // Every authenticated column as stored, by position in ``authenticatedColumns``.
-        var values: [ColumnValue] = []
-        values.reserveCapacity(authenticatedColumns.count)
+        var stored: [StoredCell] = []
+        stored.reserveCapacity(authenticatedColumns.count)
+        var content: [UInt8] = []
+        content.reserveCapacity(768)
+        var status: [(String, AuthenticatedValue)] = []
+        status.reserveCapacity(statusColumns.count)
         for (index, (name, kind)) in authenticatedColumns.enumerated() {
+            let cell: StoredCell
             do {
                 switch kind {
-                case .text: values.append(.text(try cells[index].decode(String?.self)))
-                case .bigint: values.append(.bigint(try cells[index].decode(Int64?.self)))
-                case .bytes: values.append(.bytes(try cells[index].decode(ByteBuffer?.self).map { Array($0.readableBytesView) }))
+                case .text: cell = .text(try cells[index].decode(String?.self))
+                case .bigint: cell = .bigint(try cells[index].decode(Int64?.self))
+                case .bytes: cell = .bytes(try cells[index].decode(ByteBuffer?.self))
                 }
             } catch {
                 throw corrupt(name)
             }
+            stored.append(cell)
+            if index >= indexStatusPosition {
+                status.append((name, cell.authenticated))
+            } else if index < indexReloginPosition || !cell.isNull {
+                // Empty re-login columns are left out of the content (tags made before they existed).
+                cell.append(name, to: &content)
+            }
         }
         guard let generation = try? cells[indexUserPosition + 1].decode(Int64.self) else { throw corrupt("generation") }
         let tag = (try? cells[indexUserPosition + 2].decode(ByteBuffer?.self))?.map { Array($0.readableBytesView) }
-        let authenticity = RowAuthenticity(Array(zip(authenticatedColumns.map(\.0), values)))
         try RowAuthentication.verify(
-            tag, store: store, userIdentifier: user, contentDigest: authenticity.contentDigest, status: authenticity.status,
+            tag, store: store, userIdentifier: user, contentDigest: RowAuthentication.digest(ofEncoded: content), status: status,
             generation: generation, keyring: keyring)
 
-        func value(_ name: String) -> ColumnValue { values[indexPosition[name]!] }
+        func cell(_ name: String) -> StoredCell { stored[indexPosition[name]!] }
         func text(_ name: String) throws -> String {
-            guard case .text(let text?) = value(name) else { throw corrupt(name) }
+            guard case .text(let text?) = cell(name) else { throw corrupt(name) }
             return text
         }
         func optionalText(_ name: String) -> String? {
-            guard case .text(let text?) = value(name) else { return nil }
+            guard case .text(let text?) = cell(name) else { return nil }
             return text
         }
         func integer(_ name: String) throws -> Int64 {
-            guard case .bigint(let number?) = value(name) else { throw corrupt(name) }
+            guard case .bigint(let number?) = cell(name) else { throw corrupt(name) }
             return number
         }
         func time(_ name: String) throws -> Timestamp { Timestamp(millisecondsSince1970: try integer(name)) }
         func optionalTime(_ name: String) -> Timestamp? {
-            guard case .bigint(let number?) = value(name) else { return nil }
+            guard case .bigint(let number?) = cell(name) else { return nil }
             return Timestamp(millisecondsSince1970: number)
         }
-        func bytes(_ name: String) -> [UInt8]? {
-            guard case .bytes(let bytes?) = value(name) else { return nil }
+        func bytes(_ name: String) -> ByteBuffer? {
+            guard case .bytes(let bytes?) = cell(name) else { return nil }
             return bytes
         }
         let stateText = try text("state")
@@ -271,6 +319,43 @@ extension PostgresCredentialStore {
             reloginWarnings: optionalText("relogin_warnings").flatMap(ReloginWarningRecord.init(encoded:)))
         return IndexedCredential(
             metadata: metadata, hasRefreshToken: bytes("refresh_token") != nil,
-            accessToken: .sealed(SealedAccessToken(blob: access, salt: salt, opener: opener)))
+            accessToken: .sealed(SealedAccessToken(blob: access.readableBytesView, salt: salt.readableBytesView, opener: opener)))
+    }
+
+    /// Where the re-login and status columns start in ``authenticatedColumns``.
+    static let indexReloginPosition = contentColumns.count
+    static let indexStatusPosition = contentColumns.count + reloginColumns.count
+}
+
+/// An authenticated column's cell as the database sent it (bytes are not copied out).
+private enum StoredCell {
+    case text(String?)
+    case bigint(Int64?)
+    case bytes(ByteBuffer?)
+
+    var isNull: Bool {
+        switch self {
+        case .text(let value): value == nil
+        case .bigint(let value): value == nil
+        case .bytes(let value): value == nil
+        }
+    }
+
+    /// The value as ``RowAuthentication`` authenticates it.
+    var authenticated: AuthenticatedValue {
+        switch self {
+        case .text(let value): .text(value)
+        case .bigint(let value): .integer(value)
+        case .bytes(let value): .bytes(value.map { Array($0.readableBytesView) })
+        }
+    }
+
+    /// Appends the cell in the tags' encoding (``RowAuthentication/append(_:_:to:)``).
+    func append(_ name: String, to bytes: inout [UInt8]) {
+        switch self {
+        case .text(let value): RowAuthentication.append(name, .text(value), to: &bytes)
+        case .bigint(let value): RowAuthentication.append(name, .integer(value), to: &bytes)
+        case .bytes(let value): RowAuthentication.appendBytes(name, value?.readableBytesView, to: &bytes)
+        }
     }
 }
