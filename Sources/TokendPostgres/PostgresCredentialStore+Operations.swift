@@ -182,6 +182,15 @@ extension PostgresCredentialStore {
             userIdentifier, expectedGeneration, Self.statusValues(status), content: nil, what: "update the status of credential")
     }
 
+    /// A grant's marker also renews this node's lease on the credential, if it holds one, and
+    /// fails (`.conflict`) if that lease has run out: see
+    /// ``compareAndSwap(_:_:_:content:what:renewingLease:)``.
+    public func writeGrantMarker(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64 {
+        try await compareAndSwap(
+            userIdentifier, expectedGeneration, Self.statusValues(status), content: nil, what: "mark the grant of credential",
+            renewingLease: true)
+    }
+
     /// `UPDATE … WHERE generation = expected`, fenced by this node's lease on the credential if
     /// it holds one; throws `.conflict` or `.notFound` when no row matched.
     ///
@@ -192,19 +201,40 @@ extension PostgresCredentialStore {
     /// generation).
     private func compareAndSwap(
         _ user: String, _ expectedGeneration: Int64, _ columns: [(String, ColumnValue)], content: (digest: [UInt8], salt: [UInt8])?,
-        what: String
+        what: String, renewingLease: Bool = false
     ) async throws -> Int64 {
         try checkNotHeld()
         let fence = leaseBook.withLock { $0[user] }
         let count = columns.count
         let assignments = columns.enumerated().map { "\($0.element.0) = $\($0.offset + 1)" }
-        let sql = """
-            UPDATE tokend_credentials SET \(assignments.joined(separator: ", ")),
-                generation = $\(count + 5), row_mac = $\(count + 6), updated_at = tokend_now_ms()
-            WHERE user_identifier = $\(count + 1) AND generation = $\(count + 2) AND ($\(count + 7)::bytea IS NULL OR salt = $\(count + 7))
-              AND ($\(count + 3)::bigint IS NULL OR EXISTS (
+        // A grant's marker renews the lease it is fenced by, and only a lease still running:
+        // from the marker on, the grant has a whole lease (longer than `http_timeout`) before
+        // another node may take the credential over, and a node whose lease ran out while it
+        // waited sends nothing.
+        let renews = renewingLease && fence != nil
+        let lease =
+            renews
+            ? """
+            WITH lease AS (
+                UPDATE tokend_leases SET expires_at = tokend_now_ms() + \(settings.leaseMilliseconds), updated_at = tokend_now_ms()
+                WHERE user_identifier = $\(count + 1) AND holder = $\(count + 4) AND fencing = $\(count + 3)
+                  AND expires_at > tokend_now_ms()
+                RETURNING fencing)
+
+            """ : ""
+        let fenced =
+            renews
+            ? "EXISTS (SELECT 1 FROM lease)"
+            : """
+            ($\(count + 3)::bigint IS NULL OR EXISTS (
                   SELECT 1 FROM tokend_leases l
                   WHERE l.user_identifier = $\(count + 1) AND l.holder = $\(count + 4) AND l.fencing = $\(count + 3)))
+            """
+        let sql = """
+            \(lease)UPDATE tokend_credentials SET \(assignments.joined(separator: ", ")),
+                generation = $\(count + 5), row_mac = $\(count + 6), updated_at = tokend_now_ms()
+            WHERE user_identifier = $\(count + 1) AND generation = $\(count + 2) AND ($\(count + 7)::bytea IS NULL OR salt = $\(count + 7))
+              AND \(fenced)
             RETURNING generation
             """
         let statusNames = Set(Self.statusColumns.map(\.0))

@@ -98,6 +98,15 @@ public protocol CredentialStore: Sendable {
         userIdentifier: String, startedAt: Timestamp, grouping: Duration, shouldStart: @escaping @Sendable (Credential) -> Bool
     ) async throws -> GrantStart?
 
+    /// Writes a grant's in-flight marker (``beginGrant(userIdentifier:startedAt:grouping:shouldStart:)``
+    /// by a read and this write): ``updateStatus(userIdentifier:status:expectedGeneration:)``,
+    /// which a shared store may make stricter (its marker also renews the node's refresh lease,
+    /// and fails when that lease has run out).
+    ///
+    /// - Returns: The credential's new generation.
+    /// - Throws: as ``updateStatus(userIdentifier:status:expectedGeneration:)``.
+    func writeGrantMarker(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64
+
     /// ``update(_:expectedGeneration:)`` for a result nobody is waiting for: the store may hold
     /// the write up to `grouping` so that it commits together with others (group commit). It
     /// is as durable as any update when it returns.
@@ -205,10 +214,15 @@ extension CredentialStore {
         guard shouldStart(credential) else { return .declined(credential) }
         credential.status.state = .refreshing
         credential.status.grantStartedAt = startedAt
-        credential.generation = try await updateStatus(
+        credential.generation = try await writeGrantMarker(
             userIdentifier: userIdentifier, status: credential.status, expectedGeneration: credential.generation
         )
         return .started(credential)
+    }
+
+    /// A marker is a status write.
+    public func writeGrantMarker(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64 {
+        try await updateStatus(userIdentifier: userIdentifier, status: status, expectedGeneration: expectedGeneration)
     }
 
     /// Stores without group commit write at once.
