@@ -333,6 +333,7 @@ def wave(args, procs, pg, tmp, key, size, kind, kill, estimate):
             "more_than_once_sample": more[:10],
             "wave_s": round(wall, 2), "grants_per_s": round(final["wave"]["credentials_granted"] / max(0.001, wall), 1),
             "refreshed_per_node": {n.name: n.refreshed() for n in fleet.nodes},
+            "node_logs": {n.name: n.log_summary() for n in fleet.nodes},
             "tokend_cpu_ms_per_grant": round(tokend_ms, 4), "postgres_cpu_ms_per_grant": round(pg_ms, 4),
             "cpu_ms_per_grant": round(tokend_ms + pg_ms, 4),
             "client_only_tokend_cpu_ms_per_s": round(1000 * base_cpu, 2), "client_only_postgres_cpu_ms_per_s": round(1000 * base_pg, 2),

@@ -11,11 +11,26 @@ extension PostgresCredentialStore {
             what: "load credentials", skippingRefused: false, users: nil)
     }
 
+    /// Also draws the generation of the credential's next write (``reserve(_:after:next:)``):
+    /// a grant reads its credential, then marks it.
     public func load(userIdentifier: String) async throws -> Credential? {
-        var query = PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = $1")
+        var query = PostgresQuery(
+            unsafeSQL:
+                "SELECT \(Self.selectColumns), nextval('tokend_generation') AS reserved_generation FROM tokend_credentials WHERE user_identifier = $1"
+        )
         try query.binds.append(userIdentifier)
-        return try await readVerified(query, what: "load credential '\(userIdentifier)'", skippingRefused: false, users: [userIdentifier])
-            .first
+        return try await readVerified(
+            query, what: "load credential '\(userIdentifier)'", skippingRefused: false, users: [userIdentifier], reserving: true
+        ).first
+    }
+
+    /// One query for all of them; rows refused by their integrity check are reported and left out.
+    public func load(userIdentifiers: [String]) async throws -> [Credential] {
+        guard !userIdentifiers.isEmpty else { return [] }
+        var query = PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = ANY($1)")
+        try query.binds.append(userIdentifiers)
+        return try await readVerified(
+            query, what: "load \(userIdentifiers.count) credentials", skippingRefused: true, users: userIdentifiers)
     }
 
     /// Runs a `SELECT` of ``selectColumns`` and returns the rows that pass their integrity
@@ -26,8 +41,12 @@ extension PostgresCredentialStore {
     /// The rows' floors are durable before this returns (and so before any of them is served);
     /// a credential this node had seen that the read finds gone is remembered as removed.
     ///
-    /// - Parameter users: the credentials the query selects, or nil for all of them.
-    func readVerified(_ query: PostgresQuery, what: String, skippingRefused: Bool, users: [String]?) async throws -> [Credential] {
+    /// - Parameters:
+    ///   - users: the credentials the query selects, or nil for all of them.
+    ///   - reserving: the query also selects `reserved_generation`, kept for each row's next write.
+    func readVerified(_ query: PostgresQuery, what: String, skippingRefused: Bool, users: [String]?, reserving: Bool = false)
+        async throws -> [Credential]
+    {
         if isHeld { return [] }
         let cipher = cipher
         let logger = logger
@@ -39,7 +58,11 @@ extension PostgresCredentialStore {
             for try await row in try await client.query(query, logger: logger) {
                 if let user = try? row.makeRandomAccess()["user_identifier"].decode(String.self) { present.insert(user) }
                 do {
-                    credentials.append(try self.admitRow(row, cipher: cipher, store: store, floors: floors))
+                    let credential = try self.admitRow(row, cipher: cipher, store: store, floors: floors)
+                    if reserving, let next = try? row.makeRandomAccess()["reserved_generation"].decode(Int64.self) {
+                        self.reserve(credential.userIdentifier, after: credential.generation, next: next)
+                    }
+                    credentials.append(credential)
                 } catch let error as StorageError where error.code == .integrity && skippingRefused {
                     continue
                 }
@@ -230,13 +253,15 @@ extension PostgresCredentialStore {
                   SELECT 1 FROM tokend_leases l
                   WHERE l.user_identifier = $\(count + 1) AND l.holder = $\(count + 4) AND l.fencing = $\(count + 3)))
             """
+        // A marker also draws the generation of the grant's result.
         let sql = """
             \(lease)UPDATE tokend_credentials SET \(assignments.joined(separator: ", ")),
                 generation = $\(count + 5), row_mac = $\(count + 6), updated_at = tokend_now_ms()
             WHERE user_identifier = $\(count + 1) AND generation = $\(count + 2) AND ($\(count + 7)::bytea IS NULL OR salt = $\(count + 7))
               AND \(fenced)
-            RETURNING generation
+            RETURNING generation, \(renewingLease ? "nextval('tokend_generation')" : "NULL::bigint")
             """
+        let reserved = takeReserved(user, expecting: expectedGeneration)
         let statusNames = Set(Self.statusColumns.map(\.0))
         let status = columns.filter { statusNames.contains($0.0) }
         let seen = seenRows.withLock { $0[user] }
@@ -262,7 +287,8 @@ extension PostgresCredentialStore {
                     known = (authenticity.contentDigest, authenticity.salt)
                 }
             }
-            let generation = try await Self.nextGeneration(client, logger: logger)
+            let generation: Int64
+            if let reserved { generation = reserved } else { generation = try await Self.nextGeneration(client, logger: logger) }
             // Without a digest the row is gone or moved on, and the update below matches nothing.
             let tag = RowAuthenticity(contentDigest: known?.digest ?? [], status: status).tag(
                 store: store, user, generation: generation, keyring: cipher.keyring)
@@ -276,7 +302,10 @@ extension PostgresCredentialStore {
             try query.binds.append(ByteBuffer(bytes: tag))
             try query.binds.append(statusOnly ? ByteBuffer(bytes: known?.salt ?? []) : nil)
             var updated: Int64?
-            for try await value in try await client.query(query, logger: logger).decode(Int64.self) { updated = value }
+            for try await (value, next) in try await client.query(query, logger: logger).decode((Int64, Int64?).self) {
+                updated = value
+                if let next { self.reserve(user, after: value, next: next) }
+            }
             if let updated, let known { return (updated, known.digest, known.salt) }
             // Explain the miss: gone, moved on, or our lease was taken over.
             var stored: Int64?

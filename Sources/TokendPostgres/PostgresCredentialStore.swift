@@ -42,6 +42,12 @@ public final class PostgresCredentialStore: CredentialStore {
     /// generation and its content digest (so that a status-only write can authenticate the row
     /// without reading it again).
     let seenRows = Mutex<[String: SeenRow]>([:])
+    /// Per credential, a generation drawn from the sequence ahead of the next write of it (by the
+    /// read or write before, in the same statement), usable by a write that expects exactly the
+    /// generation it was drawn after: a grant's read, marker and result then each take one
+    /// round trip, without a `nextval` of their own. Drawn after that generation, it is greater
+    /// than it; unused ones are just numbers the sequence skipped. At most 4,096 are kept.
+    let reservedGenerations = Mutex<[String: ReservedGeneration]>([:])
     /// What this node remembers of the store outside the database: the store's id and schema
     /// version, and the newest generation of each credential (its floor), durable before a row
     /// is served or a write acknowledged.
@@ -197,6 +203,22 @@ public final class PostgresCredentialStore: CredentialStore {
             "refused a credential row that failed its integrity check: \(error.message)",
             metadata: ["user_identifier": "\(user)", "integrity": "\(kind.rawValue)"])
         integrityObserver.withLock { $0 }?(kind)
+    }
+
+    /// Keeps `next` for the next write of `user` that expects `after`.
+    func reserve(_ user: String, after: Int64, next: Int64) {
+        reservedGenerations.withLock { reserved in
+            if reserved.count >= 4_096 { reserved.removeAll() }
+            reserved[user] = ReservedGeneration(after: after, next: next)
+        }
+    }
+
+    /// The generation kept for a write of `user` that expects `expected`, if one was (used once).
+    func takeReserved(_ user: String, expecting expected: Int64) -> Int64? {
+        reservedGenerations.withLock { reserved in
+            guard let found = reserved.removeValue(forKey: user), found.after == expected else { return nil }
+            return found.next
+        }
     }
 
     /// Records an authenticated row read or written at `generation`.
@@ -380,6 +402,12 @@ public enum IntegrityFailure: String, Sendable, Hashable, CaseIterable {
     case altered
     /// It is older than a row this node has seen: an old copy was written back.
     case rolledBack = "rolled_back"
+}
+
+/// A generation drawn ahead for the next write of a credential at generation `after`.
+struct ReservedGeneration: Sendable {
+    var after: Int64
+    var next: Int64
 }
 
 /// The newest authenticated row of a credential a node has seen.

@@ -233,6 +233,26 @@ class Node:
         except FileNotFoundError:
             return 0
 
+    def log_summary(self):
+        """Lines by level, and the most frequent warning and error messages (without their
+        time and metadata)."""
+        levels, messages = {}, {}
+        try:
+            with open(self.log_path, errors="replace") as f:
+                for line in f:
+                    parts = line.split(" ", 2)
+                    if len(parts) < 3:
+                        continue
+                    level = parts[1]
+                    levels[level] = levels.get(level, 0) + 1
+                    if level in ("warning", "error", "critical"):
+                        text = level + ": " + line.rsplit("] ", 1)[-1].strip()
+                        messages[text] = messages.get(text, 0) + 1
+        except FileNotFoundError:
+            pass
+        top = sorted(messages.items(), key=lambda item: -item[1])[:5]
+        return {"levels": levels, "top_problems": [{"message": m, "count": c} for m, c in top]}
+
     def log_count(self, needle):
         try:
             with open(self.log_path, "rb") as f:

@@ -72,7 +72,7 @@ extension TokendDaemon {
             view.changes.signal()
         }
         let handlers = ChangeHandlers(
-            credentialChanged: { user, generation in await registry.applyStoredChange(user, generation: generation) },
+            credentialsChanged: { changes in await registry.applyStoredChanges(changes) },
             reconcile: { generations in await registry.reconcile(with: generations) }
         )
         return Task { await shared.run(handlers: handlers) }

@@ -56,6 +56,13 @@ struct SharedStoreGate: RefreshGate {
             }
             switch await coordination.acquireLease(user) {
             case .granted(let lease):
+                // The view holds the stored row, and it is the token this grant meant to replace:
+                // nothing to read before the grant reads it.
+                if let stored = lease.storedGeneration, let entry = registry.view[user], entry.generation == stored,
+                    TokenMark(entry) == seen
+                {
+                    return .granted(lease)
+                }
                 if let adopted = await adoptIfRefreshedElsewhere(user, seen: seen, registry: registry) {
                     await coordination.releaseLease(lease)
                     registry.releaseLeasePermit()
@@ -177,6 +184,41 @@ extension CredentialRegistry {
                     "user_identifier": "\(user)", "problem": "\(error)",
                 ])
         }
+    }
+
+    /// Changes committed by other nodes, applied together: the credentials whose view is older
+    /// are read in one query and published under their locks; one the read did not return (gone,
+    /// or refused by its integrity check) goes through ``applyStoredChange(_:generation:)``, which
+    /// tells the two apart, as does a removal.
+    func applyStoredChanges(_ changes: [String: Int64?]) async {
+        var stale: [String] = []
+        for (user, generation) in changes {
+            guard let generation else {
+                await applyStoredChange(user, generation: nil)
+                continue
+            }
+            if let current = view[user], current.generation >= generation { continue }
+            stale.append(user)
+        }
+        guard !stale.isEmpty else { return }
+        let loaded: [Credential]
+        do {
+            loaded = try await store.load(userIdentifiers: stale)
+        } catch {
+            logger.warning(
+                "reloading credentials changed by other nodes failed; the next reconciliation retries",
+                metadata: ["count": "\(stale.count)", "problem": "\(error)"])
+            return
+        }
+        var missing = Set(stale)
+        for credential in loaded {
+            let user = credential.userIdentifier
+            missing.remove(user)
+            await lock(user)
+            publishStored(credential)
+            unlock(user)
+        }
+        for user in missing { await applyStoredChange(user, generation: changes[user] ?? nil) }
     }
 
     /// Compares every generation with the store's and reloads what differs (a missed

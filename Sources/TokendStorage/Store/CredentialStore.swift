@@ -36,6 +36,11 @@ public protocol CredentialStore: Sendable {
     /// One credential, decrypted, or `nil` if there is none for `userIdentifier`.
     func load(userIdentifier: String) async throws -> Credential?
 
+    /// Those of the credentials named that exist and can be read, decrypted, in no particular
+    /// order (a node applying other nodes' changes in a batch). One that is missing, or refused
+    /// by the store's checks, is left out: ask ``load(userIdentifier:)`` for it to learn which.
+    func load(userIdentifiers: [String]) async throws -> [Credential]
+
     /// Stores a new credential (enrolment).
     ///
     /// - Parameters:
@@ -218,6 +223,15 @@ extension CredentialStore {
             userIdentifier: userIdentifier, status: credential.status, expectedGeneration: credential.generation
         )
         return .started(credential)
+    }
+
+    /// One read per credential.
+    public func load(userIdentifiers: [String]) async throws -> [Credential] {
+        var credentials: [Credential] = []
+        for user in userIdentifiers {
+            if let credential = try? await load(userIdentifier: user) { credentials.append(credential) }
+        }
+        return credentials
     }
 
     /// A marker is a status write.
