@@ -139,7 +139,7 @@ let package = Package(
         .executableTarget(
             name: "tokend",
             dependencies: [
-                "TokendServer", "TokendConfig", "TokendOAuth", "TokendSystemd",
+                "TokendServer", "TokendConfig", "TokendOAuth", "TokendSystemd", "TokendClient",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -6,8 +6,8 @@
 #
 # Starts tokend on its default limits (max_connections 1024, 128 per uid), then times RUNS
 # (default 40) runs of `tokenctl status` as root: first alone, then while bench/flood.py, run as
-# uid 65534, keeps CONNECTIONS (default 3000) connections in flight (each refused connection
-# reconnects at once). Under the flood it times `tokenctl --socket PUBLIC status` (the public
+# uid 65534 in FLOOD_PROCESSES (default 4) processes, keeps CONNECTIONS (default 3000) connections
+# in flight (each refused connection reconnects at once). Under the flood it times `tokenctl --socket PUBLIC status` (the public
 # socket, named explicitly) and `TOKEND_SOCKET=PUBLIC tokenctl status` (tokenctl's own choice:
 # root uses the administrators' socket beside it when there is one), and a resident client's
 # connect + Status + reply on each socket (the daemon's part, without a process start).
@@ -22,6 +22,7 @@ TOKEND_BIN=${TOKEND_BIN:-$REPO_DIR/.build-release/dist/tokend}
 TOKENCTL_BIN=${TOKENCTL_BIN:-$REPO_DIR/.build-release/dist/tokenctl}
 RUNS=${RUNS:-40}
 CONNECTIONS=${CONNECTIONS:-3000}
+FLOOD_PROCESSES=${FLOOD_PROCESSES:-4}
 FLOOD_SECONDS=${FLOOD_SECONDS:-60}
 (( FLOOD_SECONDS > 300 )) && FLOOD_SECONDS=300
 
@@ -35,7 +36,7 @@ chmod 755 "$work"
 pid=""
 flood=""
 cleanup() {
-    [[ -n "$flood" ]] && kill -9 "$flood" 2>/dev/null && wait "$flood" 2>/dev/null
+    for process in $flood; do kill -9 "$process" 2>/dev/null && wait "$process" 2>/dev/null; done
     [[ -n "$pid" ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     rm -rf "$work"
 }
@@ -94,14 +95,19 @@ print(f"{name:<44} {pick(0.5):>8.1f} {pick(0.9):>8.1f} {values[-1]:>8.1f}")
 ' "$1"
 }
 
-echo "tokenctl status as root, $RUNS runs each; flood: $CONNECTIONS connections of uid 65534"
+echo "tokenctl status as root, $RUNS runs each; flood: $CONNECTIONS connections of uid 65534 from $FLOOD_PROCESSES processes"
 printf '%-44s %8s %8s %8s\n' "" "p50 ms" "p90 ms" "max ms"
 time_runs "$TOKENCTL_BIN" --socket "$work/tokend.sock" status | summary "alone, public socket"
 round_trips "$work/tokend.sock" | summary "alone, public socket, one Status round trip"
-# setpriv execs python3, so $! is the flood itself; flood.py stops by itself after FLOOD_SECONDS.
-setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$BENCH_DIR/flood.py" --socket "$work/tokend.sock" \
-    --connections "$CONNECTIONS" --seconds "$FLOOD_SECONDS" >"$work/flood.json" 2>"$work/flood.err" &
-flood=$!
+# FLOOD_PROCESSES clients share the connections (one Python process alone does not keep a release
+# tokend's accept queue full). setpriv execs python3, so each $! is a flood process itself;
+# flood.py stops by itself after FLOOD_SECONDS.
+flood=""
+for index in $(seq "$FLOOD_PROCESSES"); do
+    setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$BENCH_DIR/flood.py" --socket "$work/tokend.sock" \
+        --connections $((CONNECTIONS / FLOOD_PROCESSES)) --seconds "$FLOOD_SECONDS" >"$work/flood-$index.json" 2>>"$work/flood.err" &
+    flood="$flood $!"
+done
 sleep 3
 time_runs "$TOKENCTL_BIN" --socket "$work/tokend.sock" status | summary "flood, public socket (--socket)"
 TOKEND_SOCKET="$work/tokend.sock" time_runs "$TOKENCTL_BIN" status | summary "flood, tokenctl's choice (TOKEND_SOCKET)"
@@ -109,7 +115,7 @@ round_trips "$work/tokend.sock" | summary "flood, public socket, one Status roun
 if [[ -S "$work/tokend.sock.admin" ]]; then
     round_trips "$work/tokend.sock.admin" | summary "flood, administrators' socket, round trip"
 fi
-kill -9 "$flood" 2>/dev/null; wait "$flood" 2>/dev/null || true
+for process in $flood; do kill -9 "$process" 2>/dev/null; wait "$process" 2>/dev/null || true; done
 flood=""
 [[ -s "$work/flood.err" ]] && { echo "the flood failed:" >&2; head -5 "$work/flood.err" >&2; exit 1; }
 echo "refused connections logged: $(grep -c 'connection refused' "$work/tokend.log" || true) lines"

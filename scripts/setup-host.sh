@@ -9,7 +9,9 @@ need=()
 # skopeo, docker-registry: the container tools of the docker-credential helper's tests.
 # dbus, python3-dbusmock: a private session bus with a recording notification daemon (tokenctl notify).
 # prometheus: promtool checks the shipped alerting rules (config/tokend.rules.yml).
-for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql git glewlwyd openssl tinyproxy curl skopeo docker-registry dbus python3-dbusmock prometheus; do
+# debootstrap, systemd-container: scripts/realhost builds a Debian 12 root and boots it with
+# systemd-nspawn (systemd as PID 1, for the real-host scenarios).
+for pkg in libsystemd-dev libsqlite3-dev sqlite3 socat util-linux python3 python3-venv systemd postgresql git glewlwyd openssl tinyproxy curl skopeo docker-registry dbus python3-dbusmock prometheus debootstrap systemd-container; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # kubectl for the credential-helper tests: Debian's kubernetes-client, unless the machine

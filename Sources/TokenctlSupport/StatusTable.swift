@@ -171,7 +171,8 @@ public enum StatusTable {
         return JSONWriter.string(.object(object))
     }
 
-    static func clean(_ text: String) -> String {
+    /// `text` as it may be shown on a terminal (what the daemon sends, control characters replaced).
+    public static func clean(_ text: String) -> String {
         Redaction.display(text, secrets: [])
     }
 }

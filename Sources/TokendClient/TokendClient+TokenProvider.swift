@@ -19,6 +19,22 @@ public struct TokendServiceInfo: Sendable, Hashable {
     }
 }
 
+/// What `Reload` applied.
+public struct ReloadedConfiguration: Sendable, Hashable {
+    /// The configuration file in force (nil: the built-in defaults).
+    public var file: String?
+    /// The providers of the configuration now in force.
+    public var providers: [String]
+    /// Changed settings that take effect only at the next start, e.g. `daemon.socket`.
+    public var restartNeeded: [String]
+
+    public init(file: String?, providers: [String], restartNeeded: [String]) {
+        self.file = file
+        self.providers = providers
+        self.restartNeeded = restartNeeded
+    }
+}
+
 extension TokendClient {
     /// Returns an access token for `userIdentifier` that stays valid for at least `minValidity`.
     ///
@@ -133,25 +149,47 @@ extension TokendClient {
     /// - Parameter request: the token endpoint response and where it belongs.
     /// - Throws: ``TokendClientError``: `credentialExists` (unless `request.replace`),
     ///   `unknownProvider`, `invalidCredential`, `permissionDenied`, `storageFailed`, …
-    public func addCredential(_ request: AddCredentialRequest) async throws(TokendClientError) {
+    @discardableResult
+    public func addCredential(_ request: AddCredentialRequest) async throws(TokendClientError) -> [String] {
         let method = TokenProviderMethod.addCredential.rawValue
         try Self.checkIdentifier(request.userIdentifier, name: "userIdentifier", method: method)
         try Self.checkIdentifier(request.provider, name: "provider", method: method)
         guard !request.accessToken.isEmpty else {
             throw TokendClientError(code: .invalidParameter, message: "the access token is empty", method: method)
         }
-        _ = try await singleReply(VarlinkCall(method: method, parameters: request.json))
+        let call = VarlinkCall(method: method, parameters: request.json)
+        let reply = try await singleReply(call)
         cache.withLock { $0.remove(request.userIdentifier) }
+        do {
+            return try ParameterReader(reply.parameters).optionalStringArray("warnings") ?? []
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
     }
 
-    /// Deletes the credential of `userIdentifier`.
-    /// - Parameter userIdentifier: whose credential.
+    /// Deletes the credential of `userIdentifier`, revoking its tokens at the provider first
+    /// when tokend got them from the provider.
+    /// - Parameters:
+    ///   - userIdentifier: whose credential.
+    ///   - revokeAnyway: revoke tokens that came from `AddCredential` too (administrators only).
+    /// - Returns: What happened at the provider (``RemovalResult/revocation``).
     /// - Throws: ``TokendClientError``: `unknownUser`, `permissionDenied`, `storageFailed`, …
-    public func removeCredential(_ userIdentifier: String) async throws(TokendClientError) {
+    @discardableResult
+    public func removeCredential(_ userIdentifier: String, revokeAnyway: Bool = false) async throws(TokendClientError)
+        -> RemovalResult
+    {
         let method = TokenProviderMethod.removeCredential.rawValue
         try Self.checkIdentifier(userIdentifier, name: "userIdentifier", method: method)
-        _ = try await singleReply(VarlinkCall(method: method, parameters: ["userIdentifier": .string(userIdentifier)]))
+        var parameters: JSONObject = ["userIdentifier": .string(userIdentifier)]
+        if revokeAnyway { parameters["revokeAnyway"] = .bool(true) }
+        let call = VarlinkCall(method: method, parameters: parameters)
+        let reply = try await singleReply(call)
         cache.withLock { $0.remove(userIdentifier) }
+        do {
+            return try RemovalResult(json: reply.parameters)
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
     }
 
     /// Re-encrypts every stored token under a newly generated master key (administrators only).
@@ -168,6 +206,27 @@ extension TokendClient {
                 throw VarlinkError.invalidParameter("reencrypted")
             }
             return (try reader.string("keyId"), reencrypted)
+        } catch {
+            throw Self.invalidReply(call, error)
+        }
+    }
+
+    /// Has the daemon read its configuration file again and apply it (administrators only), and
+    /// waits for its verdict.
+    /// - Returns: what the daemon applied: the file, its providers and the changed settings that
+    ///   take effect only after a restart.
+    /// - Throws: ``TokendClientError``: `configurationInvalid` (the message names the key; the
+    ///   daemon keeps the configuration it had), `permissionDenied`, …
+    public func reload() async throws(TokendClientError) -> ReloadedConfiguration {
+        let call = VarlinkCall(method: TokenProviderMethod.reload.rawValue)
+        let reply = try await singleReply(call)
+        do {
+            let reader = ParameterReader(reply.parameters)
+            return ReloadedConfiguration(
+                file: try reader.optionalString("file"),
+                providers: try reader.optionalStringArray("providers") ?? [],
+                restartNeeded: try reader.optionalStringArray("restartNeeded") ?? []
+            )
         } catch {
             throw Self.invalidReply(call, error)
         }

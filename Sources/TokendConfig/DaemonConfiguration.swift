@@ -54,6 +54,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
 
     public static let defaultConfigurationFile = "/etc/tokend/tokend.toml"
     public static let defaultSocketPath = "/run/tokend/io.tokend"
+    /// `socket_mode`'s default: every local user may connect.
+    public static let defaultSocketMode: UInt32 = 0o666
     /// What the administrators' socket's path adds to the public socket's by default.
     public static let adminSocketSuffix = ".admin"
     public static let defaultStateDirectory = "/var/lib/tokend"
@@ -61,7 +63,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public init(
         sourceFile: String? = nil,
         socketPath: String = DaemonConfiguration.defaultSocketPath,
-        socketMode: UInt32 = 0o666,
+        socketMode: UInt32 = DaemonConfiguration.defaultSocketMode,
         stateDirectory: String = DaemonConfiguration.defaultStateDirectory,
         keyFile: String? = nil,
         adminGroups: [String] = [],

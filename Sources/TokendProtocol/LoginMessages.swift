@@ -82,6 +82,9 @@ public struct LoginChallenge: Sendable, Hashable {
     public var expiresAt: Int64
     /// Device flow: the polling interval in seconds.
     public var interval: Int64?
+    /// What the login's readers will not do here (a program reader that can never match);
+    /// empty when nothing is to be said.
+    public var warnings: [String] = []
 
     public init(
         loginID: String, flow: LoginFlow, verificationURI: String? = nil, verificationURIComplete: String? = nil, userCode: String? = nil,
@@ -109,6 +112,7 @@ public struct LoginChallenge: Sendable, Hashable {
         object["startedAt"] = .int(startedAt)
         object["expiresAt"] = .int(expiresAt)
         object.setIfPresent("interval", interval.map(JSONValue.int))
+        if !warnings.isEmpty { object["warnings"] = .array(warnings.map(JSONValue.string)) }
         return object
     }
 
@@ -121,6 +125,7 @@ public struct LoginChallenge: Sendable, Hashable {
             authorizationURL: try r.optionalString("authorizationUrl"), redirectURI: try r.optionalString("redirectUri"),
             startedAt: try r.int("startedAt"), expiresAt: try r.int("expiresAt"), interval: try r.optionalInt("interval")
         )
+        warnings = try r.optionalStringArray("warnings") ?? []
     }
 }
 

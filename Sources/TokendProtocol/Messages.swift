@@ -9,6 +9,7 @@ public enum TokenProviderMethod: String, Sendable, CaseIterable {
     case removeCredential = "io.tokend.TokenProvider.RemoveCredential"
     case rotateKey = "io.tokend.TokenProvider.RotateKey"
     case backup = "io.tokend.TokenProvider.Backup"
+    case reload = "io.tokend.TokenProvider.Reload"
     case adoptStore = "io.tokend.TokenProvider.AdoptStore"
     case watch = "io.tokend.TokenProvider.Watch"
     case watchReloginWarnings = "io.tokend.TokenProvider.WatchReloginWarnings"
@@ -88,6 +89,9 @@ public struct DaemonStatus: Sendable, Hashable {
     public var nodes: [String]?
     /// What the caller's uid holds against its per-uid limits (absent from older daemons).
     public var caller: QuotaUsage?
+    /// For administrators: what in tokend's setup does not do what it says (a `socket_mode` the
+    /// passed socket does not have, readers that can never match here); absent when nothing is.
+    public var warnings: [String]?
 
     public init(
         version: String, startedAt: Int64, credentials: Int64 = 0, valid: Int64 = 0, refreshing: Int64 = 0, retrying: Int64 = 0,
@@ -116,6 +120,7 @@ public struct DaemonStatus: Sendable, Hashable {
         object.setIfPresent("node", node.map(JSONValue.string))
         object.setIfPresent("nodes", nodes.map { .array($0.map(JSONValue.string)) })
         object.setIfPresent("caller", caller.map { .object($0.json) })
+        object.setIfPresent("warnings", warnings.map { .array($0.map(JSONValue.string)) })
         return object
     }
 
@@ -131,6 +136,7 @@ public struct DaemonStatus: Sendable, Hashable {
         storeProblem = try r.optionalString("storeProblem")
         node = try r.optionalString("node")
         nodes = try r.optionalStringArray("nodes")
+        warnings = try r.optionalStringArray("warnings")
         if let usage = object["caller"] {
             guard case .object(let usageObject) = usage else { throw .invalidParameter("caller") }
             caller = try QuotaUsage(json: usageObject)
@@ -377,5 +383,45 @@ public struct DPoPProof: Sendable, Hashable, CustomStringConvertible {
         if let nonce { parameters["nonce"] = .string(nonce) }
         if minValidSeconds > 0 { parameters["minValidSeconds"] = .int(minValidSeconds) }
         return VarlinkCall(method: TokenProviderMethod.provideDPoPProof.rawValue, parameters: parameters)
+    }
+}
+
+/// What `RemoveCredential` did about the credential's tokens at the provider (RFC 7009).
+public enum Revocation: String, Sendable, Hashable, CaseIterable {
+    /// The provider revoked them.
+    case revoked
+    /// Not asked: the tokens came from `AddCredential` and tokend never got tokens from the
+    /// provider for this credential (`revokeAnyway` asks anyway).
+    case notRevoked = "not_revoked"
+    /// The provider has no revocation endpoint (or its kind revokes nothing).
+    case unsupported
+    /// Asked, and the provider could not be reached or refused; the credential is removed anyway.
+    case failed
+}
+
+/// The reply of `RemoveCredential`.
+public struct RemovalResult: Sendable, Hashable {
+    /// What happened at the provider (absent from older daemons).
+    public var revocation: Revocation?
+    /// Why the tokens were not revoked, for `failed` and `notRevoked`.
+    public var problem: String?
+
+    public init(revocation: Revocation?, problem: String? = nil) {
+        self.revocation = revocation
+        self.problem = problem
+    }
+
+    public var json: JSONObject {
+        var object: JSONObject = [:]
+        object.setIfPresent("revocation", revocation.map { .string($0.rawValue) })
+        object.setIfPresent("revocationProblem", problem.map(JSONValue.string))
+        return object
+    }
+
+    /// Reads a reply; an unknown `revocation` (a newer daemon) reads as absent.
+    public init(json object: JSONObject) throws(VarlinkError) {
+        let r = ParameterReader(object)
+        revocation = try r.optionalString("revocation").flatMap(Revocation.init(rawValue:))
+        problem = try r.optionalString("revocationProblem")
     }
 }

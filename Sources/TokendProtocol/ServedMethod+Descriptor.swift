@@ -75,6 +75,9 @@ extension ServedMethod {
             MethodDescriptor(isWrite: true, callers: .administrators, metricsLabel: "RotateKey")
         case .tokenProvider(.backup):
             MethodDescriptor(isWrite: false, callers: .administrators, requiresMore: true, metricsLabel: "Backup")
+        case .tokenProvider(.reload):
+            // A barrier: later calls on the connection see the configuration it applied.
+            MethodDescriptor(isWrite: true, callers: .administrators, metricsLabel: "Reload")
         case .tokenProvider(.adoptStore):
             MethodDescriptor(isWrite: true, callers: .administrators, metricsLabel: "AdoptStore")
         case .tokenProvider(.beginLogin):

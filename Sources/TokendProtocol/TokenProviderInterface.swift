@@ -46,7 +46,10 @@ public enum TokenProviderInterface {
           node: ?string,
           nodes: ?[]string,
           # What the caller's uid holds against its per-uid limits.
-          caller: ?QuotaUsage
+          caller: ?QuotaUsage,
+          # For administrators: what in tokend's setup does not do what it says (a socket_mode the
+          # passed socket does not have, readers that can never match on this host).
+          warnings: ?[]string
         )
 
         # A uid's use of its per-uid limits. Administrators are not limited by them (administrator
@@ -169,6 +172,8 @@ public enum TokenProviderInterface {
 
         # Stores a credential from a token endpoint response. readers defaults to the caller's uid.
         # Administrators may add any credential; other callers only ones read by their own uid alone.
+        # warnings says what a reader will not do here (a program reader that can never match on this
+        # host); the credential is stored all the same.
         method AddCredential(
           userIdentifier: string,
           provider: string,
@@ -179,10 +184,15 @@ public enum TokenProviderInterface {
           scope: ?string,
           readers: ?[]string,
           replace: ?bool
-        ) -> ()
+        ) -> (warnings: ?[]string)
 
-        # Deletes a credential.
-        method RemoveCredential(userIdentifier: string) -> ()
+        # Deletes a credential, revoking its tokens at the provider first (RFC 7009) when tokend got
+        # them from the provider (a login or a refresh). revocation says what happened: revoked,
+        # not_revoked (its tokens came from AddCredential and tokend never refreshed it), unsupported
+        # (no revocation endpoint) or failed (revocationProblem says why); the credential is removed in
+        # every case. revokeAnyway (administrators only) revokes tokens that came from AddCredential
+        # too, for a leaked credential.
+        method RemoveCredential(userIdentifier: string, revokeAnyway: ?bool) -> (revocation: ?string, revocationProblem: ?string)
 
         # Re-encrypts every stored token under a newly generated master key. Administrators only.
         method RotateKey() -> (keyId: string, reencrypted: int)
@@ -193,6 +203,13 @@ public enum TokenProviderInterface {
         # credentials it holds and its schema version. Administrators only. The shared PostgreSQL store
         # answers StorageFailed: back it up with pg_dump.
         method Backup() -> (data: string, bytes: ?int, credentials: ?int, schemaVersion: ?int)
+
+        # Reads the configuration file again and applies it as SIGHUP does, then answers with the
+        # verdict: the file in force and its providers, and the changed settings that take effect only
+        # at the next start (restartNeeded). A file that does not load is refused with
+        # ConfigurationInvalid, naming the key, and the running configuration stays in force.
+        # Administrators only. `tokend --reload` (tokend.service's ExecReload=) calls it.
+        method Reload() -> (file: ?string, providers: []string, restartNeeded: []string)
 
         # A credential of the shared store as adopting it found it: who may read it, as stored.
         type AdoptedCredential (
@@ -257,7 +274,9 @@ public enum TokenProviderInterface {
           redirectUri: ?string,
           startedAt: int,
           expiresAt: int,
-          interval: ?int
+          interval: ?int,
+          # What the readers will not do here, as for AddCredential.
+          warnings: ?[]string
         )
 
         # Finishes a login and stores the credential. device: tokend polls the provider until the
@@ -278,6 +297,9 @@ public enum TokenProviderInterface {
         error InvalidCredential (reason: string)
         error StorageFailed (reason: string)
         error KeyRotationUnavailable (reason: string)
+        # Reload: the configuration file does not load (reason names the file, the key and the
+        # problem); tokend keeps the configuration it had.
+        error ConfigurationInvalid (reason: string)
         # The login did not produce a credential: denied, expired, a redirect that does not belong to
         # it, a token that failed verification. oauthError is the provider's error code, if any.
         error LoginFailed (userIdentifier: string, reason: string, oauthError: ?string)

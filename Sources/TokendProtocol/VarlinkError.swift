@@ -47,6 +47,7 @@ public enum TokendErrorName: String, Sendable, CaseIterable {
     case loginFailed = "io.tokend.TokenProvider.LoginFailed"
     case unknownLogin = "io.tokend.TokenProvider.UnknownLogin"
     case quotaExceeded = "io.tokend.TokenProvider.QuotaExceeded"
+    case configurationInvalid = "io.tokend.TokenProvider.ConfigurationInvalid"
 }
 
 extension VarlinkError {
@@ -95,5 +96,10 @@ extension VarlinkError {
     }
     public static func keyRotationUnavailable(_ reason: String) -> VarlinkError {
         VarlinkError(name: TokendErrorName.keyRotationUnavailable.rawValue, parameters: ["reason": .string(reason)])
+    }
+    /// `Reload`: the configuration file does not load; `reason` names the file, the key and
+    /// the problem.
+    public static func configurationInvalid(_ reason: String) -> VarlinkError {
+        VarlinkError(name: TokendErrorName.configurationInvalid.rawValue, parameters: ["reason": .string(reason)])
     }
 }

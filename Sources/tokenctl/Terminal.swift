@@ -14,6 +14,11 @@ import TokendClient
 /// the token); everything else goes to stderr.
 enum Terminal {
     /// Writes `message` and a newline to stderr.
+    /// Each of `warnings` on stderr as `tokenctl: warning: …`.
+    static func warn(_ warnings: [String]) {
+        for warning in warnings { writeError("tokenctl: warning: \(StatusTable.clean(warning))") }
+    }
+
     static func writeError(_ message: String) {
         writeLine(fileDescriptor: 2, message)
     }

@@ -90,8 +90,9 @@ extension Tokenctl {
             )
 
             let client = global.makeClient()
+            let warnings: [String]
             do {
-                try await client.addCredential(request)
+                warnings = try await client.addCredential(request)
             } catch {
                 var error = error
                 if error.code == .credentialExists { error.message += "; use --replace to overwrite it" }
@@ -99,6 +100,7 @@ extension Tokenctl {
             }
             await client.close()
             print("Stored the credential of user '\(user)' (provider \(provider)).")
+            Terminal.warn(warnings)
         }
     }
 }

@@ -126,6 +126,8 @@ extension Tokenctl {
                 throw Terminal.fail(error)
             }
             await client.close()
+            // Before the person spends time on the login: a reader that will grant nothing here.
+            Terminal.warn(challenge.warnings)
             let renewing = !replace && held
 
             let status: CredentialStatus

@@ -33,6 +33,8 @@ extension Tokenctl {
                 throw Terminal.fail(error)
             }
             await client.close()
+            // Said on stderr, so the table (or the JSON) stays what scripts read.
+            Terminal.warn(status.daemon?.warnings ?? [])
             if json {
                 print(StatusTable.json(daemon: status.daemon, credentials: status.credentials))
             } else {

@@ -251,3 +251,22 @@ struct TokenctlExitStatusTests {
         #expect(AdministratorsSocket.path(explicitSocket: "/run/tokend/io.tokend", environmentSocket: nil, effectiveUID: 0) == nil)
     }
 }
+
+@Suite struct RemovalTextTests {
+    @Test func whatHappenedAtTheProviderIsSaid() {
+        #expect(RemovalText.describe(RemovalResult(revocation: .revoked), user: "alice").hasSuffix("were revoked at the provider."))
+        let notRevoked = RemovalText.describe(
+            RemovalResult(revocation: .notRevoked, problem: "they came from AddCredential"), user: "alice")
+        #expect(notRevoked.contains("were not revoked") && notRevoked.contains("--revoke-anyway") && notRevoked.contains("AddCredential"))
+        #expect(RemovalText.describe(RemovalResult(revocation: .unsupported), user: "alice").contains("no revocation endpoint"))
+        let failed = RemovalText.describe(RemovalResult(revocation: .failed, problem: "connection refused"), user: "alice")
+        #expect(failed.contains("failed: connection refused"))
+        // An older daemon says nothing about it.
+        #expect(RemovalText.describe(RemovalResult(revocation: nil), user: "alice") == "Removed the credential of user 'alice'.")
+    }
+
+    @Test func aReplyFromANewerDaemonWithAnUnknownRevocationReadsAsNone() throws {
+        let result = try RemovalResult(json: ["revocation": .string("something_new")])
+        #expect(result.revocation == nil)
+    }
+}

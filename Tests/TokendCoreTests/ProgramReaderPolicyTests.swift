@@ -7,7 +7,8 @@ import TokendCore
 struct ProgramReaderPolicyTests {
     static let hash = String(repeating: "ab", count: 32)
     let policy = AccessPolicy()
-    let alice = CallerIdentity(uid: 1000, gid: 1000, pid: 42)
+    /// A call written by the process that connected (as ``CallSenders`` finds it).
+    let alice = CallerIdentity(uid: 1000, gid: 1000, pid: 42, sender: .connector(pid: 42))
 
     static let demoFacts = ProgramFacts(unit: "demo.service", executable: "/usr/bin/demo", sha256: hash)
 
@@ -29,7 +30,7 @@ struct ProgramReaderPolicyTests {
         #expect(resolved.programs == [ProgramReader(uid: 1000, program: .unit("demo.service"))])
         #expect(resolved.unresolved == [readers[1]])
         #expect(policy.readDecision(alice, readers: resolved) { _ in .success(Self.demoFacts) } == .granted)
-        let bob = CallerIdentity(uid: 1001, gid: 1001, pid: 43)
+        let bob = CallerIdentity(uid: 1001, gid: 1001, pid: 43, sender: .connector(pid: 43))
         #expect(policy.readDecision(bob, readers: resolved) { _ in .success(Self.demoFacts) } != .granted)
     }
 
@@ -43,17 +44,20 @@ struct ProgramReaderPolicyTests {
     }
 
     @Test(arguments: [
-        ("unit:demo.service", [false]), ("exe:/usr/bin/demo", [false]), ("exe:/usr/bin/demo@sha256:\(hash)", [false, true]),
+        ("unit:demo.service", [ProgramFacts.Need.unit]), ("exe:/usr/bin/demo", [.executable]),
+        ("exe:/usr/bin/demo@sha256:\(hash)", [.executable, .hash]), ("uid:1000+unit:demo.service", [.unit]),
+        (["unit:demo.service", "exe:/usr/bin/demo"].joined(separator: "|"), [.executable]),
         // The caller runs another path: its executable is not hashed.
-        ("exe:/usr/bin/other@sha256:\(hash)", [false]),
+        ("exe:/usr/bin/other@sha256:\(hash)", [.executable]),
     ])
-    func theHashIsAskedForOnlyWhenAHashedReaderNamesTheCallersPath(reader text: String, asked expected: [Bool]) throws {
-        var asked: [Bool] = []
-        let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
-        _ = policy.readDecision(alice, readers: readers) { withHash in
-            asked.append(withHash)
+    func theFactsAskedForAreThoseTheReadersNeed(readers text: String, asked expected: [ProgramFacts.Need]) throws {
+        var asked: [ProgramFacts.Need] = []
+        let readers = ResolvedReaders(
+            try text.split(separator: "|").map { try Reader(parsing: $0) }, userID: { _ in nil }, groupID: { _ in nil })
+        _ = policy.readDecision(alice, readers: readers) { need in
+            asked.append(need)
             var facts = Self.demoFacts
-            if !withHash { facts.sha256 = nil }
+            if need < .hash { facts.sha256 = nil }
             return .success(facts)
         }
         #expect(asked == expected)
@@ -92,29 +96,108 @@ struct ProgramReaderPolicyTests {
         #expect(!policy.mayRead(CallerIdentity(uid: 1001, gid: 1001, pid: 5), readers: readers))
     }
 
-    @Test func theSourceReadsOnceAndAgainOnlyForTheHash() {
-        let calls = Counter()
-        let source = ProgramFactsSource { withHash in
-            calls.add(withHash)
+    @Test func theSourceReadsOncePerCheckAndAgainOnlyForMore() {
+        let calls = NeedCounter()
+        let source = ProgramFactsSource { need in
+            calls.add(need)
             return .success(Self.demoFacts)
         }
-        _ = source.facts(withHash: false)
-        _ = source.facts(withHash: false)
-        _ = source.facts(withHash: true)
-        _ = source.facts(withHash: true)
-        _ = source.facts(withHash: false)
-        #expect(calls.values == [false, true])
+        _ = source.facts(.unit, check: 1)
+        _ = source.facts(.unit, check: 1)
+        _ = source.facts(.executable, check: 1)
+        _ = source.facts(.unit, check: 1)
+        _ = source.facts(.hash, check: 1)
+        _ = source.facts(.hash, check: 1)
+        _ = source.facts(.executable, check: 1)
+        #expect(calls.values == [.unit, .executable, .hash])
+        // A new check (the next call, a watcher's update) reads them as they are then.
+        _ = source.facts(.unit, check: 2)
+        _ = source.facts(.unit, check: 2)
+        #expect(calls.values == [.unit, .executable, .hash, .unit])
+        // Check 0 is no check: read every time.
+        _ = source.facts(.unit, check: 0)
+        _ = source.facts(.unit, check: 0)
+        #expect(calls.values == [.unit, .executable, .hash, .unit, .unit, .unit])
     }
 
     @Test func anExitedProcessStaysRefused() {
-        let calls = Counter()
-        let source = ProgramFactsSource { withHash in
-            calls.add(withHash)
+        let calls = NeedCounter()
+        let source = ProgramFactsSource { need in
+            calls.add(need)
             return .failure(.processExited)
         }
-        #expect(source.facts(withHash: false) == .failure(.processExited))
-        #expect(source.facts(withHash: true) == .failure(.processExited))
-        #expect(calls.values == [false])
+        #expect(source.facts(.unit, check: 1) == .failure(.processExited))
+        #expect(source.facts(.hash, check: 2) == .failure(.processExited))
+        #expect(calls.values == [.unit])
+    }
+
+    /// The facts are the connecting process's: a call someone else wrote on its connection, or
+    /// one whose writer is not known, is refused without reading them.
+    @Test(arguments: [
+        (
+            CallSender.anotherProcess(pid: 77, connector: 42),
+            "program readers not checked: the call was sent by pid 77, not by the process that connected (pid 42)"
+        ),
+        (CallSender.unknown, "program readers not checked: the process that sent the call is not known (reconnect)"),
+    ])
+    func aCallTheConnectorDidNotWriteIsRefused(sender: CallSender, why: String) throws {
+        var caller = alice
+        caller.sender = sender
+        for text in ["unit:demo.service", "exe:/usr/bin/demo", "uid:1000+unit:demo.service"] {
+            let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
+            let decision = policy.readDecision(caller, readers: readers) { _ in
+                Issue.record("program facts asked for")
+                return .success(Self.demoFacts)
+            }
+            #expect(decision == .refused(why: why))
+        }
+        // uid and group readers keep the identity of the process that connected.
+        #expect(policy.mayRead(caller, readers: ResolvedReaders([.uid(1000)], userID: { _ in nil }, groupID: { _ in nil })))
+    }
+
+    /// The kernel shows the named path, but tokend finds another file there (the process
+    /// mounted its own over it in a mount namespace of its own): `exe:` readers refuse, with or
+    /// without a hash; the unit still counts.
+    @Test(arguments: [("exe:/usr/bin/demo", false), ("exe:/usr/bin/demo@sha256:\(hash)", false), ("unit:demo.service", true)])
+    func anExecutableThatIsNotTheFileAtItsPathIsNotThatPath(reader text: String, granted: Bool) throws {
+        var facts = Self.demoFacts
+        facts.executableIsAtItsPath = false
+        let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
+        let decision = policy.readDecision(alice, readers: readers) { _ in .success(facts) }
+        #expect(
+            decision
+                == (granted
+                    ? .granted
+                    : .refused(why: "executable /usr/bin/demo is not the file at that path (another mount namespace, or replaced)")))
+    }
+
+    /// A process that has run another file since it connected is not the executable that
+    /// connected; it is still in its unit.
+    @Test(arguments: [("exe:/usr/bin/demo@sha256:\(hash)", false), ("exe:/usr/bin/demo", false), ("unit:demo.service", true)])
+    func aProcessThatExecedAnotherFileSinceItConnectedIsNoExecutableReader(reader text: String, granted: Bool) throws {
+        var facts = Self.demoFacts
+        facts.execedSinceConnect = true
+        let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
+        let decision = policy.readDecision(alice, readers: readers) { _ in .success(facts) }
+        #expect(
+            decision
+                == (granted
+                    ? .granted
+                    : .refused(
+                        why: "program readers not checked: the process that connected has run another executable since it connected "
+                            + "(now /usr/bin/demo)")))
+    }
+
+    @Test func aProcessInANestedPidNamespaceIsRefused() throws {
+        var facts = Self.demoFacts
+        facts.inTokendsPidNamespace = false
+        let readers = ResolvedReaders([try Reader(parsing: "unit:demo.service")], userID: { _ in nil }, groupID: { _ in nil })
+        let decision = policy.readDecision(alice, readers: readers) { _ in .success(facts) }
+        #expect(
+            decision
+                == .refused(
+                    why: "program readers not checked: the process that connected is in another pid namespace, "
+                        + "where the sender of a call is not proven"))
     }
 
     @Test(arguments: [
@@ -128,8 +211,9 @@ struct ProgramReaderPolicyTests {
 }
 
 /// Records calls from a `@Sendable` closure.
-private final class Counter: @unchecked Sendable {
-    private var recorded: [Bool] = []
-    func add(_ value: Bool) { recorded.append(value) }
-    var values: [Bool] { recorded }
+private final class NeedCounter: @unchecked Sendable {
+    // @unchecked: the closures run synchronously on the test's thread.
+    private var recorded: [ProgramFacts.Need] = []
+    func add(_ value: ProgramFacts.Need) { recorded.append(value) }
+    var values: [ProgramFacts.Need] { recorded }
 }

@@ -35,4 +35,14 @@ struct RevocationRuleTests {
         let refreshed = try added.refreshed(with: response, receivedAt: Timestamp(secondsSince1970: 1500))
         #expect(RevocationRule.decide(refreshed) == .refreshToken)
     }
+
+    /// An administrator's `revokeAnyway` revokes what a caller added too (a leaked credential
+    /// tokend never refreshed); it changes nothing the rule would revoke anyway.
+    @Test func anAdministratorMayRevokeWhatACallerAdded() {
+        #expect(RevocationRule.decide(Self.credential(refreshToken: "r", lastRefreshAt: nil), anyway: true) == .refreshToken)
+        #expect(RevocationRule.decide(Self.credential(refreshToken: nil, lastRefreshAt: nil), anyway: true) == .accessToken)
+        #expect(RevocationRule.decide(Self.credential(refreshToken: "r", lastRefreshAt: nil), anyway: false) == .nothing)
+        let refreshed = Self.credential(refreshToken: nil, lastRefreshAt: Timestamp(secondsSince1970: 1500))
+        #expect(RevocationRule.decide(refreshed, anyway: true) == .accessToken)
+    }
 }

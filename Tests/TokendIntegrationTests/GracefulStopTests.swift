@@ -91,3 +91,54 @@ extension IdPDaemon {
         }
     }
 }
+
+/// A connection tokend accepted before a stop, whose first call it had not read yet (still on its
+/// way, as for a `tokenctl token` that connected a moment before `systemctl restart`, or an
+/// upgrade of the package): the call is answered, then the connection closes. Closing it unread
+/// would leave the caller with "the connection to tokend was closed" and no way to tell whether
+/// its call was seen (scripts/realhost's h-deb-upgrade saw exactly that).
+@Suite(.serialized)
+struct GracefulStopOfFreshConnectionsTests {
+    @Test func aCallOnAConnectionAcceptedBeforeTheStopIsAnsweredThenItCloses() async throws {
+        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration(extraDaemon: #"shutdown_timeout = "20s""#))
+        try await daemon.start()
+        let used = try RawClient(path: daemon.socketPath)
+        let access = Tokens.random("served-")
+        #expect(try used.call(Tokens.addCall(user: "alice", access: access, refresh: "r")).errorName == nil)
+        let fresh = try RawClient(path: daemon.socketPath)
+        // tokend has accepted it: root's open connections (Status) count it.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let status = try used.call(#"{"method":"io.tokend.TokenProvider.Status"}"#)
+            let caller = (status.parameters["daemon"] as? [String: Any])?["caller"] as? [String: Any]
+            if (caller?["connections"] as? Int ?? 0) >= 2 { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+
+        daemon.send(signal: SIGTERM)
+        // The stop has reached the connections: the one whose calls were all answered is closed.
+        #expect(try used.receive() == nil, "an idle connection that was used closes at the stop")
+        let reply = try fresh.call(Tokens.tokenCall(user: "alice"))
+        #expect(reply.accessToken == access, "the first call of the connection accepted before the stop is answered: \(reply)")
+        #expect(try fresh.receive() == nil, "then that connection closes too")
+        #expect(try await daemon.stop() == 0)
+    }
+
+    /// One that never sends anything does not hold the stop until shutdown_timeout (60 s here):
+    /// it is closed after a short grace, and tokend exits well within the test's 20 s.
+    @Test func aConnectionThatNeverCallsDoesNotHoldTheStop() async throws {
+        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration(extraDaemon: #"shutdown_timeout = "60s""#))
+        try await daemon.start()
+        let used = try RawClient(path: daemon.socketPath)
+        let silent = try RawClient(path: daemon.socketPath)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let status = try used.call(#"{"method":"io.tokend.TokenProvider.Status"}"#)
+            let caller = (status.parameters["daemon"] as? [String: Any])?["caller"] as? [String: Any]
+            if (caller?["connections"] as? Int ?? 0) >= 2 { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(try await daemon.stop(timeout: .seconds(20)) == 0)
+        #expect(try silent.receive() == nil)
+    }
+}

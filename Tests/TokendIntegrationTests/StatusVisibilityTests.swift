@@ -55,6 +55,7 @@ struct StatusVisibilityTests {
             #expect(!told.contains(detail), "\(detail) in \(told)")
         }
         #expect(seen.daemon["node"] == nil && seen.daemon["nodes"] == nil)
+        await fleet.stop()
     }
 
     /// On one host, the counts a user sees are their own credentials'.

@@ -45,4 +45,10 @@ int tokend_pipe_cloexec(int fds[2]);
 /// 1 ended, 0 running, -1 error (errno set).
 int tokend_child_has_ended(int pid);
 
+/// recvmsg(fd, one byte, MSG_PEEK | MSG_DONTWAIT) on a Unix stream socket with SO_PASSCRED: the
+/// pid the kernel stamped on the bytes at the head of its queue (that of the process that wrote
+/// them, in the caller's pid namespace; 0 where not visible). 1 with *pid set; 0 when nothing is
+/// queued (or the peer closed); -1 when the bytes carry no credentials or the call failed (errno).
+int tokend_peek_sender(int fd, int *pid);
+
 #endif

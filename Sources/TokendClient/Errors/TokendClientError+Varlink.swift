@@ -17,6 +17,7 @@ extension TokendClientError.Code {
         case TokendErrorName.invalidCredential.rawValue: self = .invalidCredential
         case TokendErrorName.storageFailed.rawValue: self = .storageFailed
         case TokendErrorName.keyRotationUnavailable.rawValue: self = .keyRotationUnavailable
+        case TokendErrorName.configurationInvalid.rawValue: self = .configurationInvalid
         case TokendErrorName.loginFailed.rawValue: self = .loginFailed
         case TokendErrorName.unknownLogin.rawValue: self = .unknownLogin
         case TokendErrorName.quotaExceeded.rawValue: self = .quotaExceeded
@@ -91,6 +92,8 @@ extension TokendClientError {
             message = "tokend's credential store failed\(reason)"
         case .keyRotationUnavailable:
             message = "tokend cannot rotate its key\(reason)"
+        case .configurationInvalid:
+            message = "tokend refused the configuration and keeps the one it had\(reason)"
         case .loginFailed:
             message = "the login of \(userPhrase) failed\(reason)"
         case .unknownLogin:

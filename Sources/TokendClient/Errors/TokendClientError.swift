@@ -12,7 +12,7 @@ public struct TokendClientError: Error, Sendable, Hashable, CustomStringConverti
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Base: String, Hashable, Sendable {
             case unknownUser, permissionDenied, reauthenticationRequired, refreshFailed
-            case credentialExists, unknownProvider, invalidCredential, storageFailed, keyRotationUnavailable
+            case credentialExists, unknownProvider, invalidCredential, storageFailed, keyRotationUnavailable, configurationInvalid
             case invalidParameter, methodNotFound, expectedMore
             case loginFailed, unknownLogin, quotaExceeded
             case daemonUnavailable, timeout, cancelled, protocolError, other
@@ -44,6 +44,9 @@ public struct TokendClientError: Error, Sendable, Hashable, CustomStringConverti
         public static let storageFailed = Code(.storageFailed)
         /// `RotateKey` cannot run (e.g. the key comes from systemd credentials).
         public static let keyRotationUnavailable = Code(.keyRotationUnavailable)
+        /// `Reload` refused the configuration file (the message names the key); tokend keeps the
+        /// configuration it had.
+        public static let configurationInvalid = Code(.configurationInvalid)
         /// A login did not produce a credential (denied, expired, a redirect that does not
         /// belong to it, a token that failed verification); see the message and `oauthError`.
         public static let loginFailed = Code(.loginFailed)

@@ -24,26 +24,32 @@ public struct AccessPolicy: Sendable, Hashable {
     /// Administrators do not read other users' tokens implicitly: reading is granted only by
     /// the reader list, so an admin that needs a token names itself as a reader.
     public func mayRead(_ caller: CallerIdentity, readers: ResolvedReaders) -> Bool {
-        readDecision(caller, readers: readers, program: caller.programFacts(withHash:)) == .granted
+        readDecision(caller, readers: readers, program: caller.programFacts(_:)) == .granted
     }
 
     /// Whether `caller` may read, and when not, why (for the log only: the caller gets the same
     /// refusal as any non-reader). `program` is asked for the caller's program facts only when
     /// no uid or group reader grants and a program reader could (uid-only credentials never
-    /// ask); its argument says whether the executable's hash is needed, which is asked only
+    /// ask), for what the readers need: the executable only for an `exe:` reader, its hash only
     /// after the facts show the path of an `@sha256:` reader.
     public func readDecision(
         _ caller: CallerIdentity, readers: ResolvedReaders,
-        program: (_ withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable>
+        program: (_ need: ProgramFacts.Need) -> Result<ProgramFacts, ProgramFactsUnavailable>
     ) -> ReadDecision {
         if readers.uids.contains(caller.uid) || readers.gids.contains(where: caller.isMember(of:)) { return .granted }
         guard !readers.programs.isEmpty else { return .refused(why: nil) }
         let candidates = readers.programs.filter { $0.uid == nil || $0.uid == caller.uid }
         guard !candidates.isEmpty else { return .refused(why: "uid \(caller.uid) is joined to none of the program readers") }
+        // The facts are those of the process that connected: they decide only a call it wrote.
+        guard case .connector = caller.sender else { return .refused(why: "program readers not checked: \(caller.sender)") }
         // The executable is hashed only when an `@sha256:` reader names the path it runs from,
         // so a caller cannot make tokend hash any file it likes.
+        let namesExecutables = candidates.contains {
+            if case .exe = $0.program { return true }
+            return false
+        }
         var facts: ProgramFacts
-        switch program(false) {
+        switch program(namesExecutables ? .executable : .unit) {
         case .failure(let unavailable): return .refused(why: "program readers not checked: \(unavailable)")
         case .success(let known): facts = known
         }
@@ -52,10 +58,13 @@ public struct AccessPolicy: Sendable, Hashable {
             return false
         }
         if hashNeeded && facts.sha256 == nil && facts.sha256Problem == nil {
-            switch program(true) {
+            switch program(.hash) {
             case .failure(let unavailable): return .refused(why: "program readers not checked: \(unavailable)")
             case .success(let hashed): facts = hashed
             }
+        }
+        if let untrusted = facts.untrusted(forExecutables: namesExecutables) {
+            return .refused(why: "program readers not checked: \(untrusted)")
         }
         var mismatches: [String] = []
         for candidate in candidates {

@@ -8,17 +8,27 @@ public struct CallerIdentity: Sendable, Hashable, CustomStringConvertible {
     public var gid: UInt32
     public var pid: Int32
     public var supplementaryGroups: [UInt32]
-    /// The calling program's unit and executable, read the first time a check needs them;
-    /// `nil` where nothing could be learned (then program readers grant nothing). Not part of
-    /// equality: two callers with the same ids are the same caller.
+    /// Where the connecting program's unit and executable are read from when a check needs
+    /// them; `nil` where nothing could be learned (then program readers grant nothing). Not part
+    /// of equality, nor are ``sender`` and ``check``: two callers with the same ids are the same
+    /// caller.
     public var program: ProgramFactsSource?
+    /// Who wrote the call being decided; program readers grant only ``CallSender/connector(pid:)``.
+    public var sender: CallSender
+    /// The check the facts are read for: one call's checks share them (a `Status` listing checks
+    /// every credential), a new one reads them again; 0 reads them every time.
+    public var check: UInt64 = 0
 
-    public init(uid: UInt32, gid: UInt32, pid: Int32, supplementaryGroups: [UInt32] = [], program: ProgramFactsSource? = nil) {
+    public init(
+        uid: UInt32, gid: UInt32, pid: Int32, supplementaryGroups: [UInt32] = [], program: ProgramFactsSource? = nil,
+        sender: CallSender = .unknown
+    ) {
         self.uid = uid
         self.gid = gid
         self.pid = pid
         self.supplementaryGroups = supplementaryGroups
         self.program = program
+        self.sender = sender
     }
 
     /// Whether the caller holds `gid` as its primary or a supplementary group.
@@ -26,9 +36,9 @@ public struct CallerIdentity: Sendable, Hashable, CustomStringConvertible {
         self.gid == gid || supplementaryGroups.contains(gid)
     }
 
-    /// The program's facts (`withHash`: including the executable's sha256).
-    public func programFacts(withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable> {
-        program?.facts(withHash: withHash) ?? .failure(.noPidfd)
+    /// The connecting program's facts, at least those a check `need`s, as of ``check``.
+    public func programFacts(_ need: ProgramFacts.Need) -> Result<ProgramFacts, ProgramFactsUnavailable> {
+        program?.facts(need, check: check) ?? .failure(.noPidfd)
     }
 
     public var description: String { "uid=\(uid) gid=\(gid) pid=\(pid)" }
@@ -45,17 +55,19 @@ public struct CallerIdentity: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Reads a connection's ``ProgramFacts`` at most once (twice when a later check also needs the
-/// executable's hash), so that connections whose calls meet no program reader never read them.
+/// Reads a connection's ``ProgramFacts`` from the kernel when a check needs them: once per check
+/// (``CallerIdentity/check``; again when a later reader of the same check needs more of them, the
+/// executable or its hash), so that calls which meet no program reader never read them, and a
+/// process that changes between calls is seen as it is at each.
 public final class ProgramFactsSource: Sendable {
-    public typealias Load = @Sendable (_ withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable>
+    public typealias Load = @Sendable (_ need: ProgramFacts.Need) -> Result<ProgramFacts, ProgramFactsUnavailable>
 
     private let load: Load
     private let release: @Sendable () -> Void
-    private let cached = Mutex<(facts: Result<ProgramFacts, ProgramFactsUnavailable>, hashed: Bool)?>(nil)
+    private let cached = Mutex<(check: UInt64, facts: Result<ProgramFacts, ProgramFactsUnavailable>, need: ProgramFacts.Need)?>(nil)
 
     /// - Parameters:
-    ///   - load: reads the facts (from the kernel); called under a lock, at most twice.
+    ///   - load: reads the facts (from the kernel); called under a lock.
     ///   - release: called once when the last copy goes (closes the pidfd).
     public init(load: @escaping Load, release: @escaping @Sendable () -> Void = {}) {
         self.load = load
@@ -64,15 +76,16 @@ public final class ProgramFactsSource: Sendable {
 
     deinit { release() }
 
-    /// The facts, read on first use; a failure is kept (a process that exited stays exited).
-    public func facts(withHash: Bool) -> Result<ProgramFacts, ProgramFactsUnavailable> {
+    /// The facts as of `check`, at least those `need`ed: read on its first use (0: on every use).
+    /// A process that has exited stays exited.
+    public func facts(_ need: ProgramFacts.Need, check: UInt64) -> Result<ProgramFacts, ProgramFactsUnavailable> {
         cached.withLock { state in
             if let known = state {
-                if case .failure = known.facts { return known.facts }
-                if known.hashed || !withHash { return known.facts }
+                if case .failure(.processExited) = known.facts { return known.facts }
+                if known.check == check, check != 0, known.need >= need { return known.facts }
             }
-            let result = load(withHash)
-            state = (result, withHash)
+            let result = load(need)
+            state = (check, result, need)
             return result
         }
     }

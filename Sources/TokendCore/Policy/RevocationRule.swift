@@ -26,3 +26,14 @@ public enum RevocationRule {
         return credential.refreshToken == nil ? .accessToken : .refreshToken
     }
 }
+
+extension RevocationRule {
+    /// What a removal revokes when an administrator asks for it anyway (`revokeAnyway`): what the
+    /// rule revokes, else the refresh token, else the access token — whatever their origin. For
+    /// a leaked credential that tokend never refreshed.
+    public static func decide(_ credential: Credential, anyway: Bool) -> Decision {
+        let decision = decide(credential)
+        guard anyway, decision == .nothing else { return decision }
+        return credential.refreshToken == nil ? .accessToken : .refreshToken
+    }
+}

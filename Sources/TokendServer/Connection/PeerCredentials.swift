@@ -11,8 +11,38 @@ import TokendCore
 /// `SO_PEERCRED` gives pid, uid and gid as they were when the peer called `connect()`;
 /// `SO_PEERGROUPS` gives its supplementary groups. Neither can be forged by the peer.
 /// `SO_PEERPIDFD` (Linux 6.5 and later) gives a pidfd of the process that connected, from which
-/// its program's facts are read when a program reader first needs them (``ProgramIdentity``).
+/// its program's facts are read when a program reader needs them (``ProgramIdentity``); with it,
+/// the connection traces which process wrote each call (``CallSenders``).
 enum PeerCredentials {
+    /// An accepted connection's caller, and the process that connected (`nil` without a
+    /// pidfd: then program readers grant nothing).
+    struct Peer {
+        var caller: CallerIdentity
+        var program: ConnectedProgram?
+
+        /// Once the connection is admitted, while some credential has a program reader (else
+        /// nothing: the connection does no more work than without program readers, and its calls
+        /// have no known writer): reads which file the connecting process runs, and traces who
+        /// writes each call (``CallSenders``), for as long as program readers remain. `nil`
+        /// without a pidfd, or where NIO does not expose the socket (then every call's writer is
+        /// unknown).
+        func traceSenders(of channel: any Channel, programReaders: ProgramReaderPresence) throws -> CallSenders? {
+            guard let program, programReaders.isPresent else { return nil }
+            program.noteAccepted()
+            let operations = channel.pipeline.syncOperations
+            guard let descriptor = try operations.withUnsafeTransportIfAvailable(of: NIOBSDSocket.Handle.self, { $0 }) else {
+                return nil
+            }
+            let senders = CallSenders(descriptor: descriptor, connector: caller.pid, isTracing: { programReaders.isPresent })
+            try channel.syncOptions?.setOption(.recvAllocator, value: SenderStampingAllocator(senders: senders))
+            // One read per readiness: the peek before it then always finds what it will read.
+            // After a read that filled its buffer, NIO would read again at once, and what
+            // arrives between that peek and that read would have no known writer.
+            try channel.syncOptions?.setOption(.maxMessagesPerRead, value: 1)
+            return senders
+        }
+    }
+
     /// Mirrors glibc's `struct ucred`, which Swift cannot see.
     struct UCred: Sendable {
         var pid: Int32 = 0
@@ -29,8 +59,9 @@ enum PeerCredentials {
     /// Not in Debian 12's headers.
     static let soPeerPidfd: SocketOptionName = 77
 
-    /// The caller's identity, read on the channel's event loop.
-    static func read(from channel: any Channel) -> EventLoopFuture<CallerIdentity> {
+    /// The caller's identity, read on the channel's event loop (in its initializer, before the
+    /// first read).
+    static func read(from channel: any Channel) -> EventLoopFuture<Peer> {
         guard let provider = channel as? any SocketOptionProvider else {
             return channel.eventLoop.makeFailedFuture(PeerCredentialsError.unsupportedChannel)
         }
@@ -47,9 +78,11 @@ enum PeerCredentials {
                 // ENOPROTOOPT before Linux 6.5: no program facts, so program readers grant nothing.
                 let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(level: level, name: soPeerPidfd)
                 return pidfd.map { Optional($0) }.recover { _ in nil }.map { pidfd in
-                    CallerIdentity(
-                        uid: ucred.uid, gid: ucred.gid, pid: ucred.pid, supplementaryGroups: groups,
-                        program: pidfd.flatMap { $0 >= 0 ? ProgramIdentity.source(pidfd: $0) : nil })
+                    let program = pidfd.flatMap { $0 >= 0 ? ConnectedProgram(pidfd: $0, pid: ucred.pid) : nil }
+                    return Peer(
+                        caller: CallerIdentity(
+                            uid: ucred.uid, gid: ucred.gid, pid: ucred.pid, supplementaryGroups: groups, program: program?.source),
+                        program: program)
                 }
             }
         }

@@ -32,12 +32,18 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     /// A message that arrived while a write was pending, kept to be handled after it.
     private enum HeldMessage {
-        case call(VarlinkCall)
+        /// A call, and who wrote it.
+        case call(VarlinkCall, CallSender)
         case invalid(String)
     }
 
     private let router: CallRouter
+    /// The caller as the connection was made; each call's check is about who wrote it.
     private let caller: CallerIdentity
+    /// Who wrote each call, when the connection traces it (a pidfd, Linux 6.5 and later).
+    private let senders: CallSenders?
+    /// Numbers the checks of program facts (``CallerIdentity/check``).
+    private var checks: UInt64 = 0
     private let maximumPendingCalls: Int
     private let logger: Logger
 
@@ -61,13 +67,26 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     /// The client shut down its sending side (e.g. `socat` at end of input): answer what was
     /// asked, then close.
     private var inputClosed = false
+    /// A call has arrived on this connection.
+    private var receivedACall = false
+    /// A graceful stop reached this connection before its first call did: it keeps reading
+    /// until that call arrives (for ``firstCallGrace`` at most), answers it, then closes.
+    private var awaitingFirstCall = false
+    /// How long a graceful stop waits for the first call of a connection it accepted before the
+    /// stop: a client sends its call right after connecting, so this covers a call on its way,
+    /// not a connection left idle (which would otherwise hold the stop until its deadline).
+    static let firstCallGrace = TimeAmount.seconds(2)
 
     /// Counts calls by method and error (one atomic increment on the hot path).
     private let requestMetrics: RequestMetrics?
 
-    init(router: CallRouter, caller: CallerIdentity, maximumPendingCalls: Int, logger: Logger, requestMetrics: RequestMetrics? = nil) {
+    init(
+        router: CallRouter, caller: CallerIdentity, senders: CallSenders? = nil, maximumPendingCalls: Int, logger: Logger,
+        requestMetrics: RequestMetrics? = nil
+    ) {
         self.router = router
         self.caller = caller
+        self.senders = senders
         self.maximumPendingCalls = maximumPendingCalls
         self.logger = logger
         self.requestMetrics = requestMetrics
@@ -77,10 +96,14 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
+        receivedACall = true
+        awaitingFirstCall = false
         let frame = unwrapInboundIn(data)
+        // Taken for every message, in order, so that each call's bytes are its own.
+        let sender = senders?.sender(ofNext: frame.readableBytes + 1) ?? .unknown
         let message: HeldMessage
         do {
-            message = .call(try VarlinkCall.decode(frame.readableBytesView))
+            message = .call(try VarlinkCall.decode(frame.readableBytesView), sender)
         } catch {
             // The framing is intact (the NUL was found), so the stream is still in step: answer
             // with a typed error and keep serving this client.
@@ -99,6 +122,8 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         flushIfNeeded(context: context)
+        // Still part of a first call (the listener reads no more by itself): read on.
+        if awaitingFirstCall { context.read() }
         // Calls read after a graceful stop began were answered at once: close now.
         if inputClosed { closeIfFinished(context: context) }
         context.fireChannelReadComplete()
@@ -107,11 +132,27 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
             inputClosed = true
+            awaitingFirstCall = false
             closeIfFinished(context: context)
         } else if event is ChannelShouldQuiesceEvent {
             // Graceful stop (the listener has stopped reading from this connection): answer the
             // calls already received, then close, as when the client shuts down its side. A
             // `Watch` stream has no last reply to wait for: it ends with the connection.
+            // A connection accepted before the stop whose first call has not been read yet (a
+            // `tokenctl token` that connected just before a restart) is read on until that call
+            // arrives and is answered: closed unread, its caller could not tell whether the call
+            // was seen. It closes after firstCallGrace if nothing comes.
+            if !receivedACall, slots.isEmpty, held.isEmpty {
+                awaitingFirstCall = true
+                context.read()
+                let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+                let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: Self.firstCallGrace) {
+                    guard handler.value.awaitingFirstCall else { return }
+                    handler.value.awaitingFirstCall = false
+                    handler.value.closeIfFinished(context: boundContext.value)
+                }
+            }
             inputClosed = true
             for index in slots.indices where slots[index].isStream { slots[index].isComplete = true }
             drain(context: context)
@@ -169,13 +210,30 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         switch message {
         case .invalid(let reason):
             append(Slot(id: takeID(), messages: [ErrorReplies.invalidMessage(reason)], isComplete: true), context: context)
-        case .call(let call):
-            // Parsed once: routing, the metrics and the order of writes all go by it.
-            let method = ServedMethod(call.method)
-            let outcome = router.route(call, method: method, caller: caller, eventLoop: context.eventLoop)
-            requestMetrics?.record(method: method, outcome: outcome)
-            enqueue(outcome, isBarrier: method?.descriptor.isWrite ?? false, context: context)
+        case .call(let call, .unknown):
+            // A call of unknown writer, which no program reader grants, is checked as the
+            // connection: the hot path, without program readers.
+            handle(call, as: caller, context: context)
+        case .call(let call, let sender):
+            // A check of its own, so that program facts are read once for it.
+            var caller = self.caller
+            caller.sender = sender
+            caller.check = nextCheck()
+            handle(call, as: caller, context: context)
         }
+    }
+
+    private func handle(_ call: VarlinkCall, as caller: CallerIdentity, context: ChannelHandlerContext) {
+        // Parsed once: routing, the metrics and the order of writes all go by it.
+        let method = ServedMethod(call.method)
+        let outcome = router.route(call, method: method, caller: caller, eventLoop: context.eventLoop)
+        requestMetrics?.record(method: method, outcome: outcome)
+        enqueue(outcome, isBarrier: method?.descriptor.isWrite ?? false, caller: caller, context: context)
+    }
+
+    private func nextCheck() -> UInt64 {
+        checks &+= 1
+        return checks
     }
 
     private func takeID() -> UInt64 {
@@ -183,7 +241,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         return nextID
     }
 
-    private func enqueue(_ outcome: CallOutcome, isBarrier: Bool, context: ChannelHandlerContext) {
+    private func enqueue(_ outcome: CallOutcome, isBarrier: Bool, caller: CallerIdentity, context: ChannelHandlerContext) {
         switch outcome {
         case .none:
             return
@@ -213,7 +271,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
                 handler.value.complete(id: id, messages: messages, context: boundContext.value)
             }
         case .watch(let user, let initial):
-            startWatch(user: user, initial: initial, context: context)
+            startWatch(user: user, initial: initial, caller: caller, context: context)
         case .stream(let subscribe):
             startStream(subscribe, context: context)
         }
@@ -248,24 +306,28 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     // MARK: Watch
 
-    private func startWatch(user: String, initial: ViewEntry, context: ChannelHandlerContext) {
+    private func startWatch(user: String, initial: ViewEntry, caller: CallerIdentity, context: ChannelHandlerContext) {
         let id = takeID()
         append(Slot(id: id, messages: [Self.streamed(initial.replyBytes)], isStream: true), context: context)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
         let subscription = router.hub.subscribe(user) { event in
-            eventLoop.execute { handler.value.watchEvent(event, slot: id, user: user, context: boundContext.value) }
+            eventLoop.execute { handler.value.watchEvent(event, slot: id, user: user, caller: caller, context: boundContext.value) }
         }
         subscriptions.append((user, subscription))
     }
 
-    private func watchEvent(_ event: WatchEvent, slot id: UInt64, user: String, context: ChannelHandlerContext) {
+    /// `caller` is the one the `Watch` call was checked as; each update checks it again, its
+    /// program as it is then.
+    private func watchEvent(_ event: WatchEvent, slot id: UInt64, user: String, caller: CallerIdentity, context: ChannelHandlerContext) {
         guard let index = slots.firstIndex(where: { $0.id == id }), !slots[index].isComplete else { return }
         let final: VarlinkError?
         switch event {
         case .updated(let entry):
-            if router.mayRead(caller, entry) {
+            var recheck = caller
+            if recheck.check != 0 { recheck.check = nextCheck() }
+            if router.mayRead(recheck, entry) {
                 // Only the newest token matters: updates not yet written (the client is not
                 // reading, or calls before this one are still pending) are replaced, so a slow
                 // watcher costs one message of memory, never a backlog.
@@ -372,7 +434,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     }
 
     private func closeIfFinished(context: ChannelHandlerContext) {
-        if inputClosed, slots.isEmpty, held.isEmpty, !closing { close(context: context) }
+        if inputClosed, !awaitingFirstCall, slots.isEmpty, held.isEmpty, !closing { close(context: context) }
     }
 
     private func resumeReadingIfPossible(context: ChannelHandlerContext) {

@@ -7,14 +7,22 @@ final class OpenConnections: Sendable {
     private struct State {
         var channels: [ObjectIdentifier: any Channel] = [:]
         var whenEmpty: [CheckedContinuation<Void, Never>] = []
+        /// A graceful stop has begun: connections set up from now on finish at once.
+        var quiescing = false
     }
 
     private let state = Mutex(State())
 
-    /// Tracks `channel` until it closes.
+    /// Tracks `channel` until it closes. Call on its event loop once its handlers are in place:
+    /// a connection accepted just before a graceful stop, whose setup finishes after the stop
+    /// asked the others to finish, is asked too (rather than cut off when the process exits).
     func add(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
-        state.withLock { $0.channels[id] = channel }
+        let quiescing = state.withLock { state in
+            state.channels[id] = channel
+            return state.quiescing
+        }
+        if quiescing { Self.askToFinish(channel) }
         channel.closeFuture.whenComplete { [self] _ in
             let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
                 state.channels.removeValue(forKey: id)
@@ -29,23 +37,30 @@ final class OpenConnections: Sendable {
     var count: Int { state.withLock { $0.channels.count } }
 
     /// Asks every connection to finish (`ChannelShouldQuiesceEvent`: answer the calls already
-    /// received, read no more, close), waits for them until `deadline`, then closes those left.
+    /// received, read no more — but a connection's first call, when none has come yet, for a
+    /// moment — and close), waits for them until `deadline`, then closes those left.
     ///
     /// - Returns: How many connections had to be closed at the deadline.
     func quiesce(deadline: ContinuousClock.Instant) async -> Int {
-        let channels = state.withLock { Array($0.channels.values) }
+        let channels = state.withLock { state in
+            state.quiescing = true
+            return Array(state.channels.values)
+        }
         for channel in channels {
-            channel.eventLoop.execute {
-                // Read no more calls; the handler answers those it has, then closes.
-                try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
-                channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
-            }
+            channel.eventLoop.execute { Self.askToFinish(channel) }
         }
         let finished = await waitUntil(deadline: deadline) { await self.waitUntilEmpty() }
         if finished { return 0 }
         let left = state.withLock { Array($0.channels.values) }
         for channel in left { channel.close(promise: nil) }
         return left.count
+    }
+
+    /// Read no more calls (but a first one); the handler answers those it has, then closes.
+    /// Run on the channel's event loop.
+    private static func askToFinish(_ channel: any Channel) {
+        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
     }
 
     private func waitUntilEmpty() async {

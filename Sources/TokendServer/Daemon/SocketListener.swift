@@ -72,6 +72,11 @@ struct SocketListener {
         let requestMetrics = self.requestMetrics
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
+            // SO_PASSCRED while any credential has a program reader (``ProgramReaderPresence``).
+            .serverChannelInitializer { listener in
+                router.view.programReaders.register(listener: listener)
+                return listener.eventLoop.makeSucceededVoidFuture()
+            }
             .childChannelInitializer { channel in
                 // Set here, synchronously, rather than as the bootstrap's child options, which
                 // NIO applies through a chain of futures for every connection.
@@ -85,7 +90,8 @@ struct SocketListener {
                 }
                 // Who is calling comes first: the connection limits are per uid, with a share
                 // kept for administrators.
-                return PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                return PeerCredentials.read(from: channel).flatMapThrowing { peer in
+                    let caller = peer.caller
                     let isAdmin = router.settings.current.accessPolicy.isAdmin(caller)
                     if role == .administrators, !isAdmin {
                         // Its file mode keeps others out; this is for a mode someone changed.
@@ -114,15 +120,17 @@ struct SocketListener {
                     case .accepted:
                         channel.closeFuture.whenComplete { _ in limiter.release(uid: caller.uid) }
                     }
-                    connections.add(channel)
+                    let senders = try peer.traceSenders(of: channel, programReaders: router.view.programReaders)
                     try channel.pipeline.syncOperations.addHandlers([
                         PartialMessageTimeout(limit: limits.messageTimeout, caller: caller, logger: logger),
                         ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: limits.maximumMessageBytes)),
                         VarlinkConnectionHandler(
-                            router: router, caller: caller, maximumPendingCalls: limits.maximumPendingCalls, logger: logger,
-                            requestMetrics: requestMetrics
+                            router: router, caller: caller, senders: senders, maximumPendingCalls: limits.maximumPendingCalls,
+                            logger: logger, requestMetrics: requestMetrics
                         ),
                     ])
+                    // After the handlers: a stop under way reaches the connection handler.
+                    connections.add(channel)
                 }
             }
     }

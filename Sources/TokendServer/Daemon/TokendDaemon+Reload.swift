@@ -5,17 +5,18 @@ import TokendCore
 import TokendSystemd
 
 extension TokendDaemon {
-    /// Applies a re-read configuration on SIGHUP: providers, access policy, call timeout,
-    /// refresh limits, token files, connection limit and log level change in place; connections
-    /// and credentials stay. A file that does not load is reported in one line and the running
-    /// configuration stays in force.
+    /// Applies a re-read configuration (SIGHUP, or the `Reload` method): providers, access
+    /// policy, call timeout, refresh limits, token files, connection limit and log level change
+    /// in place; connections and credentials stay. A file that does not load is reported in one
+    /// line naming the key, and the running configuration stays in force. Reloads run one after
+    /// another (``ConfigurationReloads``).
     final class Reloader: Sendable {
         private let daemon: TokendDaemon
         private let settings: RuntimeSettings
         private let registry: CredentialRegistry
         private let limiter: ConnectionLimiter
         private let administratorsLimiter: ConnectionLimiter
-        /// The configuration in force (reloads run one after another, from one signal loop).
+        /// The configuration in force (reloads run one after another, from one loop).
         private let current: Mutex<DaemonConfiguration>
 
         /// The configuration in force now.
@@ -33,20 +34,22 @@ extension TokendDaemon {
             self.administratorsLimiter = administratorsLimiter
         }
 
-        func reload() async {
+        /// Reads the configuration again and applies it; returns the verdict.
+        func reload() async -> ReloadVerdict {
             let logger = daemon.logger
             daemon.notifier.notify(.reloading(monotonicMicroseconds: SystemdNotifier.monotonicMicroseconds()))
             defer { daemon.notifier.notify(.ready) }
             guard let read = daemon.options.reloadConfiguration else {
                 logger.notice("reload requested, but tokend runs on built-in defaults; nothing to re-read")
-                return
+                let running = configuration
+                return .applied(file: running.sourceFile, providers: running.providers.keys.sorted(), restartNeeded: [])
             }
             let new: DaemonConfiguration
             do {
                 new = try read()
             } catch {
                 logger.error("reloading the configuration failed; keeping the running configuration: \(error)")
-                return
+                return .refused("\(error)")
             }
             let old = current.withLock { $0 }
             let (values, unresolvedGroups) = RuntimeSettings.values(from: new)
@@ -75,6 +78,7 @@ extension TokendDaemon {
             if !added.isEmpty { metadata["providers_added"] = "\(added.joined(separator: ","))" }
             if !removed.isEmpty { metadata["providers_removed"] = "\(removed.joined(separator: ","))" }
             logger.notice("configuration reloaded", metadata: metadata)
+            return .applied(file: new.sourceFile, providers: new.providers.keys.sorted(), restartNeeded: needRestart)
         }
 
         /// Settings read only at start-up that differ between `old` and `new`.

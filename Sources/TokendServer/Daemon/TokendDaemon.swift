@@ -47,6 +47,8 @@ public final class TokendDaemon: Service {
     let environment: [String: String]
     let options: Options
     let notifier: SystemdNotifier
+    /// What start-up found that does not do what the configuration says (also in `Status`).
+    let setupWarnings = SetupWarnings()
 
     /// - Parameters:
     ///   - configuration: the validated configuration.
@@ -117,12 +119,17 @@ public final class TokendDaemon: Service {
 
         let limiter = ConnectionLimiter(maximum: configuration.maxConnections, quotas: configuration.quotas)
         let administratorsLimiter = ConnectionLimiter.forAdministratorsSocket(quotas: configuration.quotas)
+        let reloads = ConfigurationReloads()
         var router = CallRouter(
             view: view, registry: registry, settings: settings,
             daemonInfo: DaemonInfo(version: DaemonInfo.version, startedAt: startedAt), logger: logger,
-            now: WallClock.now, connections: limiter, coordination: opened.coordination
+            now: WallClock.now, connections: limiter, reloads: reloads, coordination: opened.coordination
         )
         router.administratorsConnections = administratorsLimiter
+        let readerWarnings = ReaderWarnings(availability: ProgramFactsProbe.probe())
+        router.readerWarnings = readerWarnings
+        router.setupWarnings = setupWarnings
+        reportReaders(readerWarnings, in: view)
         let listener = SocketListener(
             router: router,
             limiter: limiter,
@@ -137,8 +144,15 @@ public final class TokendDaemon: Service {
         // connections, accepted or refused, queue ahead of an administrator's there.
         let administratorsLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { administratorsLoop.shutdownGracefully { _ in } }
-        let sockets = try await listen(listener, administratorsLoop: administratorsLoop)
+        // Metrics first: once a client can connect, everything tokend serves is up.
         let metrics = try await startMetrics(view: view, limiters: [limiter, administratorsLimiter])
+        let sockets: [ListeningSocket]
+        do {
+            sockets = try await listen(listener, administratorsLoop: administratorsLoop)
+        } catch {
+            await stopMetrics(metrics)
+            throw error
+        }
 
         // Ready: the socket listens and the store is open.
         let status = StatusReporter(
@@ -168,11 +182,13 @@ public final class TokendDaemon: Service {
             if let watchdog { tasks.addTask { await watchdog.run() } }
             if let textfile = metrics.textfile { tasks.addTask { await textfile.run() } }
             tasks.addTask {
-                for await _ in hangups.cancelOnGracefulShutdown() { await reloader.reload() }
+                for await _ in hangups.cancelOnGracefulShutdown() { reloads.request() }
             }
+            tasks.addTask { await reloads.run { await reloader.reload() } }
 
             // Serve until asked to stop.
             try? await gracefulShutdown()
+            reloads.finish()
             await stop(
                 shutdownTimeout: reloader.configuration.shutdownTimeout, sockets: sockets, listener: listener,
                 registry: registry,
@@ -249,6 +265,7 @@ public final class TokendDaemon: Service {
                 }
                 let channel = try await listener.adopt(descriptor: descriptor, role: role, group: group(role))
                 let path = ListenFDs.boundPath(of: descriptor) ?? "fd \(descriptor)"
+                if role == .varlink { checkSocketMode(ofPassed: path) }
                 sockets.append(
                     ListeningSocket(role: role, channel: channel, ownedFile: nil, description: "\(path) (socket activation)"))
                 if role == .varlink, path != configuration.socketPath {
@@ -277,6 +294,35 @@ public final class TokendDaemon: Service {
                 metadata: ["names": "\(passed.names.joined(separator: ":"))"])
         }
         return sockets
+    }
+
+    /// `daemon.socket_mode` does nothing when systemd makes the socket: said when it asks for
+    /// another mode than the default and the passed socket does not have it (`SocketMode=` of the
+    /// socket unit is the place).
+    private func checkSocketMode(ofPassed path: String) {
+        guard configuration.socketMode != DaemonConfiguration.defaultSocketMode else { return }
+        let wanted = String(configuration.socketMode, radix: 8)
+        var info = stat()
+        let actual = path.hasPrefix("/") && stat(path, &info) == 0 ? String(info.st_mode & 0o777, radix: 8) : nil
+        guard actual.map({ UInt32($0, radix: 8) != configuration.socketMode }) ?? true else { return }
+        let warning =
+            "daemon.socket_mode is \"0\(wanted)\" but the socket systemd passed (\(path)) has mode "
+            + (actual.map { "0\($0)" } ?? "unknown")
+            + ": with socket activation the socket unit makes the socket, so set SocketMode= (and SocketGroup=) in tokend.socket "
+            + "(systemctl edit tokend.socket); socket_mode applies only when tokend binds the socket itself"
+        logger.warning("\(warning)")
+        setupWarnings.add(warning)
+    }
+
+    /// Says at start which credentials have readers that grant nothing on this host.
+    private func reportReaders(_ readers: ReaderWarnings, in view: CredentialView) {
+        for entry in view.snapshot() {
+            let problems = readers.problems(entry.readers)
+            guard !problems.isEmpty else { continue }
+            logger.warning(
+                "credential has readers that grant nothing here",
+                metadata: ["user_identifier": "\(entry.userIdentifier)", "problems": "\(problems.joined(separator: "; "))"])
+        }
     }
 
     // MARK: Metrics
@@ -346,11 +392,25 @@ public final class TokendDaemon: Service {
                 "connections": "\(listener.connections.count)",
                 "timeout": "\(DurationFormat.humanReadable(shutdownTimeout))",
             ])
-        // Stop accepting. A socket passed by systemd stays with the socket unit, which keeps
-        // listening (and queues callers) while the service restarts.
+        // Stop accepting, without closing the listening sockets yet: a connection accepted just
+        // before is still on its way (its setup hops between event loops), and NIO closes one
+        // whose listening socket closed meanwhile, unread (its caller got ECONNRESET in a
+        // restart). A socket passed by systemd stays with the socket unit, which keeps listening
+        // (and queues callers) for the next tokend; a socket file of our own goes now.
         for socket in sockets {
-            try? await socket.channel.close()
+            try? await socket.channel.setOption(ChannelOptions.autoRead, value: false)
             socket.ownedFile?.remove()
+        }
+        // A few passes through every event loop let those connections arrive and be counted, so
+        // that the stop answers their calls.
+        // (The administrators' socket has a loop of its own: its listening channel's.)
+        let loops = Array(group.makeIterator()) + sockets.map { $0.channel.eventLoop }
+        _ = await waitUntil(deadline: deadline) {
+            for _ in 0..<3 {
+                await withTaskGroup(of: Void.self) { passes in
+                    for loop in loops { passes.addTask { try? await loop.submit {}.get() } }
+                }
+            }
         }
         // No new proactive refreshes; those under way finish below.
         scheduler.cancel()
@@ -363,6 +423,7 @@ public final class TokendDaemon: Service {
                 "closed connections that were still waiting at the shutdown deadline",
                 metadata: ["connections": "\(forced)"])
         }
+        for socket in sockets { try? await socket.channel.close() }
         // Grants that no caller waits for (proactive ones) still commit their result, so a rotated
         // refresh token is never lost to a stop.
         let grants = await registry.grantsInFlight
@@ -376,6 +437,10 @@ public final class TokendDaemon: Service {
             }
         }
         await scheduler.value
+        await stopMetrics(metrics)
+    }
+
+    private func stopMetrics(_ metrics: RunningMetrics) async {
         if let channel = metrics.channel { try? await channel.close() }
         metrics.socketFile?.remove()
     }

@@ -19,8 +19,9 @@ extension CallRouter {
                     request.userIdentifier, reason: "the provider did not answer within \(DurationFormat.humanReadable(timeout))",
                     oauthError: nil)
             }
-        ) { [reply] in
-            let challenge = try await service.begin(request, caller: caller)
+        ) { [reply, readerWarnings] in
+            var challenge = try await service.begin(request, caller: caller)
+            challenge.warnings = readerWarnings?.problems(texts: request.readers ?? []) ?? []
             return [reply(challenge.json)]
         }
     }

@@ -24,10 +24,17 @@ struct CallRouter: Sendable {
     let callsInFlight = CallsInFlight()
     /// Open connections per uid, for the caller's usage in `Status`.
     let connections: ConnectionLimiter
+    /// Where `Reload` asks for a reload and waits for its verdict.
+    let reloads: ConfigurationReloads
     /// Those on the administrators' socket, counted with them.
     var administratorsConnections: ConnectionLimiter?
     /// The store's health, nodes and leases for `Status` (CallRouter+SharedStore.swift).
     var coordination: any RefreshCoordination = LocalRefreshCoordination()
+    /// Readers that grant nothing on this host, said at enrolment and in `Status` (nil: not judged).
+    var readerWarnings: ReaderWarnings?
+    /// What tokend found at start that does not do what the configuration says, for
+    /// administrators' `Status` (a `socket_mode` the passed socket does not have).
+    var setupWarnings = SetupWarnings()
 
     /// Answers `call`, whose method the connection parsed into `method` (nil: not served).
     func route(_ call: VarlinkCall, method: ServedMethod?, caller: CallerIdentity, eventLoop: any EventLoop) -> CallOutcome {
@@ -80,15 +87,24 @@ struct CallRouter: Sendable {
             return watchReloginWarnings(caller: caller)
         case .tokenProvider(.addCredential):
             let request = try AddCredentialRequest(json: call.parameters)
+            let warnings = readerWarnings?.problems(texts: request.readers ?? []) ?? []
             return deferred(on: eventLoop, caller: caller, what: "adding the credential") { [registry] in
                 try await registry.add(request, caller: caller)
-                return [reply([:])]
+                return [reply(warnings.isEmpty ? [:] : ["warnings": .array(warnings.map(JSONValue.string))])]
             }
         case .tokenProvider(.removeCredential):
-            let user = try ParameterReader(call.parameters).string("userIdentifier")
+            let parameters = ParameterReader(call.parameters)
+            let user = try parameters.string("userIdentifier")
+            let anyway = try parameters.optionalBool("revokeAnyway") ?? false
+            // Revoking what a caller added could kill a grant behind someone else's credential
+            // (``RevocationRule``): only an administrator asks it, knowing where the tokens came from.
+            if anyway, !settings.current.accessPolicy.isAdmin(caller) {
+                logDenied(caller, method: call.method, user: user)
+                throw .permissionDenied(user, reason: "only administrators may revoke tokens tokend did not get from the provider")
+            }
             return deferred(on: eventLoop, caller: caller, what: "removing the credential") { [registry] in
-                try await registry.remove(user, caller: caller)
-                return [reply([:])]
+                let result = try await registry.remove(user, caller: caller, revokeAnyway: anyway)
+                return [reply(result.json)]
             }
         case .tokenProvider(.rotateKey):
             return deferred(on: eventLoop, caller: caller, what: "rotating the key") { [registry] in
@@ -98,6 +114,20 @@ struct CallRouter: Sendable {
         case .tokenProvider(.backup):
             return deferred(on: eventLoop, caller: caller, what: "backing up the store", timeout: Self.backupTimeout) { [registry] in
                 BackupReplies.encode(try await registry.backup(caller: caller))
+            }
+        case .tokenProvider(.reload):
+            return deferred(on: eventLoop, caller: caller, what: "reloading the configuration") { [reloads] in
+                switch await reloads.requestAndWait() {
+                case .applied(let file, let providers, let restartNeeded):
+                    var parameters: JSONObject = [
+                        "providers": .array(providers.map(JSONValue.string)),
+                        "restartNeeded": .array(restartNeeded.map(JSONValue.string)),
+                    ]
+                    parameters.setIfPresent("file", file.map(JSONValue.string))
+                    return [reply(parameters)]
+                case .refused(let reason):
+                    throw VarlinkError.configurationInvalid(reason)
+                }
             }
         case .tokenProvider(.adoptStore):
             let request = try StoreAdoptionReplies.request(call.parameters)
@@ -255,7 +285,7 @@ struct CallRouter: Sendable {
 
     /// As ``mayRead(_:_:)``, with why not (which program fact did not match) for the log.
     func readDecision(_ caller: CallerIdentity, _ entry: ViewEntry) -> ReadDecision {
-        settings.current.accessPolicy.readDecision(caller, readers: entry.resolvedReaders, program: caller.programFacts(withHash:))
+        settings.current.accessPolicy.readDecision(caller, readers: entry.resolvedReaders, program: caller.programFacts(_:))
     }
 
     var hub: WatchHub { view.hub }
@@ -278,6 +308,12 @@ struct CallRouter: Sendable {
             var fields = daemonStatus(visible.map { ViewSummary.counts(of: $0, now: now) } ?? view.counts(now: now))
             addStoreStatus(&fields, administrator: administrator)
             fields.caller = usage(of: caller)
+            if administrator {
+                // Only program readers can grant nothing here: without any, no credential is walked.
+                let readers = view.programReaders.isPresent ? readerWarnings?.summary(of: view.unsortedSnapshot()) : nil
+                let warnings = setupWarnings.all + [readers].compactMap { $0 }
+                fields.warnings = warnings.isEmpty ? nil : warnings
+            }
             return fields.json
         }
         let leases = administrator ? coordination.leaseHolders() : [:]
@@ -324,7 +360,7 @@ struct CallRouter: Sendable {
     private func usage(of caller: CallerIdentity) -> QuotaUsage {
         let current = settings.current
         // The program tokend sees for this caller, so a refused program can be told why.
-        let facts = try? caller.programFacts(withHash: false).get()
+        let facts = try? caller.programFacts(.executable).get()
         return QuotaUsage(
             uid: Int64(caller.uid), administrator: current.accessPolicy.isAdmin(caller),
             connections: Int64(

@@ -176,27 +176,38 @@ extension CredentialRegistry {
         }
     }
 
+    /// Why a removal revoked nothing without being asked to (``RevocationRule``).
+    static let addedTokensNotRevoked =
+        "tokend never got tokens from the provider for this credential (they came from AddCredential), so it did not revoke them"
+
     /// Revokes `credential`'s tokens at its provider (RFC 7009) as `decision` says, and logs
-    /// the outcome; a failure is logged, never thrown (`after`: what happens regardless).
-    private func revokeAtProvider(_ credential: Credential, decision: RevocationRule.Decision, after: String) async {
+    /// the outcome; a failure is logged and returned, never thrown (`after`: what happens
+    /// regardless).
+    @discardableResult
+    private func revokeAtProvider(_ credential: Credential, decision: RevocationRule.Decision, after: String) async -> RemovalResult {
         let metadata: Logger.Metadata = ["user_identifier": "\(credential.userIdentifier)", "provider": "\(credential.provider)"]
         switch decision {
         case .nothing:
             logger.info(
                 "tokens not revoked: the provider never answered tokend for this credential (its tokens came from AddCredential)",
                 metadata: metadata)
-            return
+            return RemovalResult(revocation: .notRevoked, problem: Self.addedTokensNotRevoked)
         case .refreshToken, .accessToken:
             break
         }
-        guard let refresher = refreshers.byProvider[credential.provider] else { return }
+        guard let refresher = refreshers.byProvider[credential.provider] else {
+            return RemovalResult(revocation: .failed, problem: "provider \(credential.provider) is not configured")
+        }
         switch await refresher.revoke(credential) {
         case .failed(let problem):
             logger.warning("revoking the refresh token failed; \(after)", metadata: metadata.merging(["problem": "\(problem)"]) { $1 })
+            return RemovalResult(revocation: .failed, problem: problem)
         case .revoked:
             logger.info("refresh token revoked", metadata: metadata)
+            return RemovalResult(revocation: .revoked)
         case .unsupported:
             logger.info("the provider has no revocation endpoint; the refresh token was not revoked", metadata: metadata)
+            return RemovalResult(revocation: .unsupported)
         }
     }
 
@@ -258,7 +269,14 @@ extension CredentialRegistry {
         throw .storageFailed("the credential changed while it was being renewed; log in again")
     }
 
-    func remove(_ userIdentifier: String, caller: CallerIdentity) async throws(VarlinkError) {
+    /// Removes a credential, revoking at the provider first what ``RevocationRule`` allows
+    /// (with `revokeAnyway`, which the router grants administrators only, whatever the tokens'
+    /// origin).
+    /// - Returns: What happened at the provider.
+    @discardableResult
+    func remove(_ userIdentifier: String, caller: CallerIdentity, revokeAnyway: Bool = false) async throws(VarlinkError)
+        -> RemovalResult
+    {
         let current = settings.current
         guard let existing = view[userIdentifier] else {
             // Someone else's credential and a missing one get the same answer from non-administrators.
@@ -286,7 +304,8 @@ extension CredentialRegistry {
         // Revoke first (RFC 7009), so the refresh token dies with the credential. A provider
         // that cannot be reached does not stop the removal the caller asked for. Only what
         // tokend got from the provider is revoked (``RevocationRule``).
-        await revokeAtProvider(stored, decision: RevocationRule.decide(stored), after: "removing the credential anyway")
+        let revocation = await revokeAtProvider(
+            stored, decision: RevocationRule.decide(stored, anyway: revokeAnyway), after: "removing the credential anyway")
         do {
             // Only the row checked above: one written since is not removed.
             _ = try await store.remove(userIdentifier: userIdentifier, expectedGeneration: stored.generation)
@@ -301,6 +320,11 @@ extension CredentialRegistry {
         scheduler.cancel(userIdentifier)
         grants.forget(userIdentifier)
         logger.info(
-            "credential removed", metadata: ["user_identifier": "\(userIdentifier)", "uid": "\(caller.uid)", "pid": "\(caller.pid)"])
+            "credential removed",
+            metadata: [
+                "user_identifier": "\(userIdentifier)", "uid": "\(caller.uid)", "pid": "\(caller.pid)",
+                "revocation": "\(revocation.revocation?.rawValue ?? "-")",
+            ])
+        return revocation
     }
 }

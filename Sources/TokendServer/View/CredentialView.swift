@@ -21,6 +21,9 @@ final class CredentialView: Sendable {
     /// The counts `Status` and `STATUS=` report, and who might read what, kept as entries come
     /// and go (changed under the entry's shard lock, so they always match the entries).
     private let summary = Mutex(Summary())
+    /// How many credentials have a program reader: while none has, connections do not trace who
+    /// writes each call (``CallSenders``), which costs work on every message.
+    let programReaders = ProgramReaderPresence()
     /// Told about every change of token or of serving state, for `Watch` and token files.
     let hub = WatchHub()
     /// Re-login warnings, for `WatchReloginWarnings`.
@@ -52,6 +55,7 @@ final class CredentialView: Sendable {
             summary.withLock { $0.replace(old, with: entry) }
             return old
         }
+        countProgramReaders(removing: old, adding: entry)
         if let old, old.enrolment != entry.enrolment {
             dpopKeys.forget(entry.userIdentifier)
             narrowedTokens.forget(entry.userIdentifier)
@@ -67,6 +71,7 @@ final class CredentialView: Sendable {
             summary.withLock { $0.replace(old, with: nil) }
             return old
         }
+        countProgramReaders(removing: old, adding: nil)
         dpopKeys.forget(userIdentifier)
         narrowedTokens.forget(userIdentifier)
         if old != nil { hub.publish(userIdentifier, .removed) }
@@ -90,6 +95,11 @@ final class CredentialView: Sendable {
             }
             if let after { held[after, default: 0] += 1 }
         }
+    }
+
+    private func countProgramReaders(removing old: ViewEntry?, adding new: ViewEntry?) {
+        programReaders.add(
+            (new?.resolvedReaders.programs.isEmpty == false ? 1 : 0) - (old?.resolvedReaders.programs.isEmpty == false ? 1 : 0))
     }
 
     /// Watchers hear about a new token or the end of the login; bookkeeping changes (state
@@ -120,6 +130,7 @@ final class CredentialView: Sendable {
         // Only start-up replaces every entry, before the socket listens: nobody sees the counts
         // ahead of the entries.
         summary.withLock { $0 = built }
+        programReaders.reset(to: entries.count { !$0.resolvedReaders.programs.isEmpty })
         dpopKeys.removeAll()
         narrowedTokens.removeAll()
         for (index, shard) in shards.enumerated() {
