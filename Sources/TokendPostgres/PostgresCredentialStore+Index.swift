@@ -49,7 +49,6 @@ extension PostgresCredentialStore {
                 refused.insert(user)
                 reportIntegrity(error, kind: .altered, user: user, generation: generation)
             }
-            credentials.reserveCapacity(credentials.count + checked.credentials.count)
             for indexed in checked.credentials {
                 let user = indexed.metadata.userIdentifier
                 let floor = SharedStoreMemory.Floor(generation: indexed.metadata.generation)

@@ -316,6 +316,9 @@ public final class TokendDaemon: Service {
 
     /// Says at start which credentials have readers that grant nothing on this host.
     private func reportReaders(_ readers: ReaderWarnings, in view: CredentialView) {
+        // Only program readers can grant nothing here: without any, no credential is walked
+        // (sorting a million at start-up took seconds).
+        guard view.programReaders.isPresent else { return }
         for entry in view.snapshot() {
             let problems = readers.problems(entry.readers)
             guard !problems.isEmpty else { continue }

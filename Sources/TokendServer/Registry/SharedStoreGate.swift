@@ -224,7 +224,7 @@ extension CredentialRegistry {
     /// Compares every generation with the store's and reloads what differs (a missed
     /// notification, a reconnection).
     func reconcile(with stored: [String: Int64]) async {
-        for entry in view.snapshot() where stored[entry.userIdentifier] == nil {
+        for entry in view.unsortedSnapshot() where stored[entry.userIdentifier] == nil {
             await applyStoredChange(entry.userIdentifier, generation: nil)
         }
         for (user, generation) in stored where (view[user]?.generation ?? Int64.min) < generation {
