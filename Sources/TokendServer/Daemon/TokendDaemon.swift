@@ -109,6 +109,7 @@ public final class TokendDaemon: Service {
         )
         await registry.useCoordination(opened.coordination)
         let count = try await registry.loadAll()
+        Self.returnMemoryFreedByTheLoad()
         let sharedFeed = startSharedStoreFeed(opened, registry: registry, view: view)
         let scheduler = Task { await registry.runScheduler() }
         let clockMonitor = ClockStepMonitor { [logger] in
