@@ -10,7 +10,8 @@ For each size and token kind (40-byte opaque tokens; 1 KiB JWTs, by default at 1
             credential is asked once on every node (RSS after); idle CPU of each node and of
             PostgreSQL; Status for one user; propagation: a forced refresh on node A reaching a
             Watch client on node C; 2,000 AddCredential calls through node A (the cost of an
-            add as the table grows); table and index size per credential.
+            add as the table grows); node A restarted (its floors already on disk); table and
+            index size per credential.
   wave      the store is written again, every credential due within a window: issued so that
             its refresh point (refresh_at = 0.5 of a lifetime of 1,200 s, 3,600 s at 1,000,000)
             falls at one moment T, which tokend's jitter (up to 5 % of the lifetime earlier)
@@ -196,9 +197,18 @@ def standing(args, procs, pg, tmp, key, size, kind):
             f"{misses} missed")
         add_s, add_errors = add_credentials(fleet.nodes[0].sock, args.adds)
         log(f"{args.adds} AddCredential through node-a in {add_s:.2f} s ({args.adds / add_s:.0f}/s), {add_errors} errors")
+        # Node A again, as after a reboot or an upgrade: its floors are already on disk.
+        first = fleet.nodes[0]
+        procs.stop(first.proc, timeout=60)
+        p = first.start(procs)
+        restart_s = wait_ready(first.sock, p, timeout=600)
+        restart = {"ready_s": round(restart_s, 3), "rss_ready_mib": round(rss_mib(p.pid), 1),
+                   "cpu_s_until_ready": round(proc_cpu_seconds(p.pid), 3)}
+        log(f"node-a restarted: ready in {restart_s:.3f} s, RSS {restart['rss_ready_mib']:.0f} MiB")
         sizes = table_sizes(pg, database)
         credentials = sizes["tokend_credentials"]
         row = {
+            "restart_node_a": restart,
             "size": size, "token_kind": kind, "store_generation_s": round(gen_s, 1), "nodes": nodes,
             "postgres_idle_cpu_pct": pg_idle, "status_one_user": distribution_ms(one),
             "propagation_after_answer": distribution_ms(after_answer), "propagation_after_call": distribution_ms(after_call),
