@@ -7,7 +7,8 @@ import PackageDescription
 ///   store read and durable write, allocations per operation). Run with
 ///   `swift package --scratch-path .build-bench benchmark` from this directory, or `bench/run`.
 /// - `tokend-storegen`: writes an encrypted credential store of any size directly with the
-///   `TokendStorage` code, for the scale and refresh-storm benchmarks in `bench/`.
+///   `TokendStorage` code, for the scale and refresh-storm benchmarks in `bench/`, or a shared
+///   PostgreSQL store with the `TokendPostgres` code, for the fleet benchmark.
 /// - `nio-floor`: the floor of a SwiftNIO server (canned replies, as `bench/floor/echo_server.c`,
 ///   served the way tokend serves), for `bench/socket-bench.sh --floor-only`.
 ///
@@ -29,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(name: "TokendJSON", swiftSettings: swiftSettings),
@@ -52,9 +54,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "TokendPostgres",
+            dependencies: [
+                "TokendCore", "TokendStorage",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "tokend-storegen",
-            dependencies: ["TokendStorage", "TokendCore", "TokendJSON"],
+            dependencies: [
+                "TokendStorage", "TokendCore", "TokendJSON", "TokendPostgres", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

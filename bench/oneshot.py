@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from tokendbench import (clean_up, BENCH_DIR, IDP_SCRIPT, Processes, _read_ready, idp_provider_section, idp_python,
+from tokendbench import (clean_up, BENCH_DIR, IDP_SCRIPT, Processes, read_ready, idp_provider_section, idp_python,
                          idp_token_posts, loadavg, log, percentile, tokend_bin, tree_cpu_seconds, wait_ready, write_config,
                          write_result)
 
@@ -166,7 +166,7 @@ def main():
         idp = procs.start(["timeout", str(budget), str(idp_python()), str(IDP_SCRIPT), "serve", "--port", "0",
                            "--state-dir", str(tmp / "idp"), "--oidc", "--workers", "2"],
                           tmp / "idp.log", stdout=subprocess.PIPE)
-        idp_port = _read_ready(idp, "the IdP", 120)
+        idp_port = read_ready(idp, "the IdP", 120)
         issuer = f"http://127.0.0.1:{idp_port}/o"
         log(f"IdP ready, issuer {issuer}")
 

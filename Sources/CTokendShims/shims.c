@@ -5,6 +5,9 @@
 #include <limits.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 int tokend_clock_step_rearm(int fd) {
     struct itimerspec spec = {0};
@@ -98,4 +101,12 @@ int tokend_child_has_ended(int pid) {
     siginfo_t info = {0};
     if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return -1;
     return info.si_pid == pid ? 1 : 0;
+}
+
+int tokend_malloc_trim(void) {
+#if defined(__GLIBC__)
+    return malloc_trim(0);
+#else
+    return 0;
+#endif
 }

@@ -11,21 +11,26 @@ extension PostgresCredentialStore {
             what: "load credentials", skippingRefused: false, users: nil)
     }
 
-    /// Every credential but those refused by their integrity check (reported and logged, and
-    /// left out: a row edited outside tokend grants nothing, and the others still serve). None
-    /// while the store is held.
-    public func loadIndex() async throws -> [IndexedCredential] {
-        try await readVerified(
-            PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials"), what: "load credentials",
-            skippingRefused: true, users: nil
-        ).map { IndexedCredential(decrypted: $0) }
+    /// Also draws the generation of the credential's next write (``reserve(_:after:next:)``):
+    /// a grant reads its credential, then marks it.
+    public func load(userIdentifier: String) async throws -> Credential? {
+        var query = PostgresQuery(
+            unsafeSQL:
+                "SELECT \(Self.selectColumns), nextval('tokend_generation') AS reserved_generation FROM tokend_credentials WHERE user_identifier = $1"
+        )
+        try query.binds.append(userIdentifier)
+        return try await readVerified(
+            query, what: "load credential '\(userIdentifier)'", skippingRefused: false, users: [userIdentifier], reserving: true
+        ).first
     }
 
-    public func load(userIdentifier: String) async throws -> Credential? {
-        var query = PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = $1")
-        try query.binds.append(userIdentifier)
-        return try await readVerified(query, what: "load credential '\(userIdentifier)'", skippingRefused: false, users: [userIdentifier])
-            .first
+    /// One query for all of them; rows refused by their integrity check are reported and left out.
+    public func load(userIdentifiers: [String]) async throws -> [Credential] {
+        guard !userIdentifiers.isEmpty else { return [] }
+        var query = PostgresQuery(unsafeSQL: "SELECT \(Self.selectColumns) FROM tokend_credentials WHERE user_identifier = ANY($1)")
+        try query.binds.append(userIdentifiers)
+        return try await readVerified(
+            query, what: "load \(userIdentifiers.count) credentials", skippingRefused: true, users: userIdentifiers)
     }
 
     /// Runs a `SELECT` of ``selectColumns`` and returns the rows that pass their integrity
@@ -36,8 +41,12 @@ extension PostgresCredentialStore {
     /// The rows' floors are durable before this returns (and so before any of them is served);
     /// a credential this node had seen that the read finds gone is remembered as removed.
     ///
-    /// - Parameter users: the credentials the query selects, or nil for all of them.
-    func readVerified(_ query: PostgresQuery, what: String, skippingRefused: Bool, users: [String]?) async throws -> [Credential] {
+    /// - Parameters:
+    ///   - users: the credentials the query selects, or nil for all of them.
+    ///   - reserving: the query also selects `reserved_generation`, kept for each row's next write.
+    func readVerified(_ query: PostgresQuery, what: String, skippingRefused: Bool, users: [String]?, reserving: Bool = false)
+        async throws -> [Credential]
+    {
         if isHeld { return [] }
         let cipher = cipher
         let logger = logger
@@ -49,7 +58,11 @@ extension PostgresCredentialStore {
             for try await row in try await client.query(query, logger: logger) {
                 if let user = try? row.makeRandomAccess()["user_identifier"].decode(String.self) { present.insert(user) }
                 do {
-                    credentials.append(try self.admitRow(row, cipher: cipher, store: store, floors: floors))
+                    let credential = try self.admitRow(row, cipher: cipher, store: store, floors: floors)
+                    if reserving, let next = try? row.makeRandomAccess()["reserved_generation"].decode(Int64.self) {
+                        self.reserve(credential.userIdentifier, after: credential.generation, next: next)
+                    }
+                    credentials.append(credential)
                 } catch let error as StorageError where error.code == .integrity && skippingRefused {
                     continue
                 }
@@ -93,34 +106,6 @@ extension PostgresCredentialStore {
             user, generation: credential.generation, contentDigest: authenticity.contentDigest, salt: authenticity.salt, floor: floors[user]
         )
         return (credential, authenticity)
-    }
-
-    /// Every credential's generation, by user identifier (the periodic reconciliation). A
-    /// generation older than one this node has seen is reported as a rollback. None while the
-    /// store is held.
-    public func generations() async throws -> [String: Int64] {
-        if isHeld { return [:] }
-        let logger = logger
-        let floors = memory.floors()
-        let result = try await run("list generations") { client in
-            var result: [String: Int64] = [:]
-            for try await (user, generation) in try await client.query(
-                "SELECT user_identifier, generation FROM tokend_credentials", logger: logger
-            ).decode((String, Int64).self) {
-                result[user] = generation
-            }
-            return result
-        }
-        for (user, generation) in result {
-            guard let floor = floors[user], floor.refuses(generation) else { continue }
-            reportIntegrity(
-                StorageError(
-                    code: .integrity,
-                    message: "stored credential '\(user)' was rolled back to generation \(generation); this node has seen "
-                        + "generation \(floor.generation); it is refused"),
-                kind: .rolledBack, user: user, generation: generation)
-        }
-        return result
     }
 
     /// The next value of the store's generation sequence: drawn before a write, so that the
@@ -220,6 +205,15 @@ extension PostgresCredentialStore {
             userIdentifier, expectedGeneration, Self.statusValues(status), content: nil, what: "update the status of credential")
     }
 
+    /// A grant's marker also renews this node's lease on the credential, if it holds one, and
+    /// fails (`.conflict`) if that lease has run out: see
+    /// ``compareAndSwap(_:_:_:content:what:renewingLease:)``.
+    public func writeGrantMarker(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64 {
+        try await compareAndSwap(
+            userIdentifier, expectedGeneration, Self.statusValues(status), content: nil, what: "mark the grant of credential",
+            renewingLease: true)
+    }
+
     /// `UPDATE … WHERE generation = expected`, fenced by this node's lease on the credential if
     /// it holds one; throws `.conflict` or `.notFound` when no row matched.
     ///
@@ -230,21 +224,44 @@ extension PostgresCredentialStore {
     /// generation).
     private func compareAndSwap(
         _ user: String, _ expectedGeneration: Int64, _ columns: [(String, ColumnValue)], content: (digest: [UInt8], salt: [UInt8])?,
-        what: String
+        what: String, renewingLease: Bool = false
     ) async throws -> Int64 {
         try checkNotHeld()
         let fence = leaseBook.withLock { $0[user] }
         let count = columns.count
         let assignments = columns.enumerated().map { "\($0.element.0) = $\($0.offset + 1)" }
-        let sql = """
-            UPDATE tokend_credentials SET \(assignments.joined(separator: ", ")),
-                generation = $\(count + 5), row_mac = $\(count + 6), updated_at = tokend_now_ms()
-            WHERE user_identifier = $\(count + 1) AND generation = $\(count + 2) AND ($\(count + 7)::bytea IS NULL OR salt = $\(count + 7))
-              AND ($\(count + 3)::bigint IS NULL OR EXISTS (
+        // A grant's marker renews the lease it is fenced by, and only a lease still running:
+        // from the marker on, the grant has a whole lease (longer than `http_timeout`) before
+        // another node may take the credential over, and a node whose lease ran out while it
+        // waited sends nothing.
+        let renews = renewingLease && fence != nil
+        let lease =
+            renews
+            ? """
+            WITH lease AS (
+                UPDATE tokend_leases SET expires_at = tokend_now_ms() + \(settings.leaseMilliseconds), updated_at = tokend_now_ms()
+                WHERE user_identifier = $\(count + 1) AND holder = $\(count + 4) AND fencing = $\(count + 3)
+                  AND expires_at > tokend_now_ms()
+                RETURNING fencing)
+
+            """ : ""
+        let fenced =
+            renews
+            ? "EXISTS (SELECT 1 FROM lease)"
+            : """
+            ($\(count + 3)::bigint IS NULL OR EXISTS (
                   SELECT 1 FROM tokend_leases l
                   WHERE l.user_identifier = $\(count + 1) AND l.holder = $\(count + 4) AND l.fencing = $\(count + 3)))
-            RETURNING generation
             """
+        // A marker also draws the generation of the grant's result.
+        let sql = """
+            \(lease)UPDATE tokend_credentials SET \(assignments.joined(separator: ", ")),
+                generation = $\(count + 5), row_mac = $\(count + 6), updated_at = tokend_now_ms()
+            WHERE user_identifier = $\(count + 1) AND generation = $\(count + 2) AND ($\(count + 7)::bytea IS NULL OR salt = $\(count + 7))
+              AND \(fenced)
+            RETURNING generation, \(renewingLease ? "nextval('tokend_generation')" : "NULL::bigint")
+            """
+        let reserved = takeReserved(user, expecting: expectedGeneration)
         let statusNames = Set(Self.statusColumns.map(\.0))
         let status = columns.filter { statusNames.contains($0.0) }
         let seen = seenRows.withLock { $0[user] }
@@ -270,7 +287,8 @@ extension PostgresCredentialStore {
                     known = (authenticity.contentDigest, authenticity.salt)
                 }
             }
-            let generation = try await Self.nextGeneration(client, logger: logger)
+            let generation: Int64
+            if let reserved { generation = reserved } else { generation = try await Self.nextGeneration(client, logger: logger) }
             // Without a digest the row is gone or moved on, and the update below matches nothing.
             let tag = RowAuthenticity(contentDigest: known?.digest ?? [], status: status).tag(
                 store: store, user, generation: generation, keyring: cipher.keyring)
@@ -284,7 +302,10 @@ extension PostgresCredentialStore {
             try query.binds.append(ByteBuffer(bytes: tag))
             try query.binds.append(statusOnly ? ByteBuffer(bytes: known?.salt ?? []) : nil)
             var updated: Int64?
-            for try await value in try await client.query(query, logger: logger).decode(Int64.self) { updated = value }
+            for try await (value, next) in try await client.query(query, logger: logger).decode((Int64, Int64?).self) {
+                updated = value
+                if let next { self.reserve(user, after: value, next: next) }
+            }
             if let updated, let known { return (updated, known.digest, known.salt) }
             // Explain the miss: gone, moved on, or our lease was taken over.
             var stored: Int64?
@@ -360,33 +381,6 @@ extension PostgresCredentialStore {
     /// row is refused as rolled back.
     private func keepRemoved(_ user: String, generation: Int64) async throws {
         try await keepFloors([user: SharedStoreMemory.Floor(generation: generation, removed: true)])
-    }
-
-    /// While the store is held every key of the keyring counts as in use: none is dropped on
-    /// the word of a store this node does not recognise.
-    public func keyIDsInUse() async throws -> Set<String> {
-        if isHeld { return Set(cipher.keyring.keyIDs) }
-        let logger = logger
-        return try await run("list the keys in use") { client in
-            var ids = Set<String>()
-            for try await id in try await client.query(
-                """
-                SELECT encode(substring(access_token FROM 2 FOR 8), 'hex') FROM tokend_credentials
-                UNION
-                SELECT encode(substring(refresh_token FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE refresh_token IS NOT NULL
-                UNION
-                SELECT encode(substring(dpop_key FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE dpop_key IS NOT NULL
-                UNION
-                SELECT encode(substring(narrowed_tokens FROM 2 FOR 8), 'hex') FROM tokend_credentials
-                WHERE narrowed_tokens IS NOT NULL
-                UNION
-                SELECT encode(substring(row_mac FROM 2 FOR 8), 'hex') FROM tokend_credentials WHERE row_mac IS NOT NULL
-                """, logger: logger
-            ).decode(String.self) {
-                ids.insert(id)
-            }
-            return ids
-        }
     }
 
     /// A held store is not re-encrypted: its rows are not this node's until an administrator

@@ -53,14 +53,17 @@ struct RowAuthenticity: Sendable {
     var salt: [UInt8] = []
 
     init(_ columns: [(String, ColumnValue)]) {
-        let status = Set(PostgresCredentialStore.statusColumns.map(\.0))
+        let status = Self.statusNames
         if case .bytes(let salt?)? = columns.first(where: { $0.0 == "salt" })?.1 { self.salt = salt }
-        let relogin = Set(PostgresCredentialStore.reloginColumns.map(\.0))
+        let relogin = Self.reloginNames
         // Empty re-login columns are left out, so tags made before those columns existed hold.
         let content = columns.filter { !status.contains($0.0) && !(relogin.contains($0.0) && $0.1.isNull) }
         contentDigest = RowAuthentication.contentDigest(content.map { ($0.0, $0.1.authenticated) })
         self.status = columns.filter { status.contains($0.0) }.map { ($0.0, $0.1.authenticated) }
     }
+
+    private static let statusNames = Set(PostgresCredentialStore.statusColumns.map(\.0))
+    private static let reloginNames = Set(PostgresCredentialStore.reloginColumns.map(\.0))
 
     init(contentDigest: [UInt8], status: [(String, ColumnValue)]) {
         self.contentDigest = contentDigest

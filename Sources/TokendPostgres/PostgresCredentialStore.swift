@@ -42,6 +42,12 @@ public final class PostgresCredentialStore: CredentialStore {
     /// generation and its content digest (so that a status-only write can authenticate the row
     /// without reading it again).
     let seenRows = Mutex<[String: SeenRow]>([:])
+    /// Per credential, a generation drawn from the sequence ahead of the next write of it (by the
+    /// read or write before, in the same statement), usable by a write that expects exactly the
+    /// generation it was drawn after: a grant's read, marker and result then each take one
+    /// round trip, without a `nextval` of their own. Drawn after that generation, it is greater
+    /// than it; unused ones are just numbers the sequence skipped. At most 4,096 are kept.
+    let reservedGenerations = Mutex<[String: ReservedGeneration]>([:])
     /// What this node remembers of the store outside the database: the store's id and schema
     /// version, and the newest generation of each credential (its floor), durable before a row
     /// is served or a write acknowledged.
@@ -203,6 +209,22 @@ public final class PostgresCredentialStore: CredentialStore {
         integrityObserver.withLock { $0 }?(kind)
     }
 
+    /// Keeps `next` for the next write of `user` that expects `after`.
+    func reserve(_ user: String, after: Int64, next: Int64) {
+        reservedGenerations.withLock { reserved in
+            if reserved.count >= 4_096 { reserved.removeAll() }
+            reserved[user] = ReservedGeneration(after: after, next: next)
+        }
+    }
+
+    /// The generation kept for a write of `user` that expects `expected`, if one was (used once).
+    func takeReserved(_ user: String, expecting expected: Int64) -> Int64? {
+        reservedGenerations.withLock { reserved in
+            guard let found = reserved.removeValue(forKey: user), found.after == expected else { return nil }
+            return found.next
+        }
+    }
+
     /// Records an authenticated row read or written at `generation`.
     func noteSeen(_ user: String, generation: Int64, contentDigest: [UInt8], salt: [UInt8]) {
         seenRows.withLock { rows in
@@ -224,15 +246,21 @@ public final class PostgresCredentialStore: CredentialStore {
     ///
     /// - Throws: ``StorageError`` `.integrity` if the row is older: it was rolled back.
     func admit(_ user: String, generation: Int64, contentDigest: [UInt8], salt: [UInt8], floor: SharedStoreMemory.Floor?) throws {
-        if let floor, floor.refuses(generation) {
-            let seen = floor.removed ? "seen generation \(floor.generation) removed" : "seen generation \(floor.generation)"
-            let error = StorageError(
-                code: .integrity,
-                message: "stored credential '\(user)' was rolled back to generation \(generation); this node has \(seen); it is refused")
-            reportIntegrity(error, kind: .rolledBack, user: user, generation: generation)
-            throw error
-        }
+        if let floor { try checkFloor(user, generation: generation, floor: floor) }
         noteSeen(user, generation: generation, contentDigest: contentDigest, salt: salt)
+    }
+
+    /// Refuses (and reports) a row older than `floor`: it was rolled back.
+    ///
+    /// - Throws: ``StorageError`` `.integrity`.
+    func checkFloor(_ user: String, generation: Int64, floor: SharedStoreMemory.Floor) throws {
+        guard floor.refuses(generation) else { return }
+        let seen = floor.removed ? "seen generation \(floor.generation) removed" : "seen generation \(floor.generation)"
+        let error = StorageError(
+            code: .integrity,
+            message: "stored credential '\(user)' was rolled back to generation \(generation); this node has \(seen); it is refused")
+        reportIntegrity(error, kind: .rolledBack, user: user, generation: generation)
+        throw error
     }
 
     /// Makes the floors of rows read or written durable; throws when they cannot be, so that
@@ -378,6 +406,12 @@ public enum IntegrityFailure: String, Sendable, Hashable, CaseIterable {
     case altered
     /// It is older than a row this node has seen: an old copy was written back.
     case rolledBack = "rolled_back"
+}
+
+/// A generation drawn ahead for the next write of a credential at generation `after`.
+struct ReservedGeneration: Sendable {
+    var after: Int64
+    var next: Int64
 }
 
 /// The newest authenticated row of a credential a node has seen.

@@ -18,7 +18,7 @@ public final class PostgresRefreshCoordination: RefreshCoordination {
     let logger: Logger
     let productVersion: String
     let waiters = ChangeWaiters()
-    let leaseTable = Mutex<[String: LeaseHolder]>([:])
+    let leaseTable = Mutex(LeaseTable())
     let nodeList = Mutex<[String]>([])
 
     public init(store: PostgresCredentialStore, productVersion: String = "unknown", logger: Logger) {
@@ -36,10 +36,10 @@ public final class PostgresRefreshCoordination: RefreshCoordination {
             for _ in 0..<3 {
                 switch try await store.tryAcquireLease(userIdentifier) {
                 case .granted(let lease):
-                    noteLease(userIdentifier, LeaseHolder(holder: lease.holder, expiresAt: lease.expiresAt))
+                    noteLease(userIdentifier, holder: lease.holder, expiresAt: lease.expiresAt, fencing: lease.fencing)
                     return .granted(lease)
-                case .heldElsewhere(let holder, let expiresAt):
-                    noteLease(userIdentifier, LeaseHolder(holder: holder, expiresAt: expiresAt))
+                case .heldElsewhere(let holder, let expiresAt, let fencing):
+                    noteLease(userIdentifier, holder: holder, expiresAt: expiresAt, fencing: fencing)
                     return .heldElsewhere(holder: holder, expiresAt: expiresAt)
                 case .raced:
                     continue
@@ -52,7 +52,7 @@ public final class PostgresRefreshCoordination: RefreshCoordination {
     }
 
     public func releaseLease(_ lease: RefreshLease) async {
-        noteLease(lease.userIdentifier, nil)
+        noteLease(lease.userIdentifier, holder: nil, expiresAt: store.now(), fencing: lease.fencing)
         do {
             try await store.releaseLease(lease)
         } catch {
@@ -69,7 +69,7 @@ public final class PostgresRefreshCoordination: RefreshCoordination {
 
     public func leaseHolders() -> [String: LeaseHolder] {
         let now = store.now()
-        return leaseTable.withLock { $0 }.filter { $0.value.expiresAt > now }
+        return leaseTable.withLock { $0.holders(now: now) }
     }
 
     public func nodes() -> [String] { nodeList.withLock { $0 } }
@@ -77,24 +77,37 @@ public final class PostgresRefreshCoordination: RefreshCoordination {
     /// Calls `observer` whenever the store becomes unavailable or available again.
     public func onHealthChange(_ observer: @escaping @Sendable () -> Void) { store.monitor.onChange(observer) }
 
-    func noteLease(_ user: String, _ holder: LeaseHolder?) {
-        leaseTable.withLock { $0[user] = holder }
+    func noteLease(_ user: String, holder: String?, expiresAt: Timestamp, fencing: Int64) {
+        let now = store.now()
+        leaseTable.withLock { $0.note(user, holder: holder, expiresAt: expiresAt, fencing: fencing, now: now) }
     }
 }
 
 /// What the registry does with news from the other nodes.
 public struct ChangeHandlers: Sendable {
-    /// A credential changed in the store: reload it (`generation` is `nil` when it was removed).
-    public var credentialChanged: @Sendable (_ userIdentifier: String, _ generation: Int64?) async -> Void
+    /// Credentials changed in the store: reload them (a generation is `nil` for a credential
+    /// that was removed). Changes come in batches of at most ``PostgresRefreshCoordination/changeBatchLimit``.
+    public var credentialsChanged: @Sendable (_ changes: [String: Int64?]) async -> Void
     /// The store's generations, for a full comparison with the node's view.
     public var reconcile: @Sendable (_ generations: [String: Int64]) async -> Void
 
     public init(
+        credentialsChanged: @escaping @Sendable ([String: Int64?]) async -> Void,
+        reconcile: @escaping @Sendable ([String: Int64]) async -> Void
+    ) {
+        self.credentialsChanged = credentialsChanged
+        self.reconcile = reconcile
+    }
+
+    /// Handlers that take the changes of a batch one by one.
+    public init(
         credentialChanged: @escaping @Sendable (String, Int64?) async -> Void,
         reconcile: @escaping @Sendable ([String: Int64]) async -> Void
     ) {
-        self.credentialChanged = credentialChanged
-        self.reconcile = reconcile
+        self.init(
+            credentialsChanged: { changes in
+                for (user, generation) in changes { await credentialChanged(user, generation) }
+            }, reconcile: reconcile)
     }
 }
 
@@ -110,9 +123,13 @@ extension PostgresRefreshCoordination {
         }
     }
 
+    /// The most credential changes handed to the registry at once.
+    public static let changeBatchLimit = 1_000
+
     /// One dedicated connection with `LISTEN tokend_changes`, re-opened with backoff whenever it
     /// fails. Every (re)connection is followed by a reconciliation, since notifications sent
-    /// while nobody listened are lost.
+    /// while nobody listened are lost. Lease news is noted as it comes; credential changes are
+    /// gathered (``ChangeBatch``) and applied a batch at a time while the next ones arrive.
     private func listen(_ handlers: ChangeHandlers) async {
         var attempt = 0
         while !Task.isCancelled {
@@ -123,8 +140,22 @@ extension PostgresRefreshCoordination {
                         store.monitor.succeeded()
                         logger.debug("listening for changes from other nodes")
                         await reconcileOnce(handlers)
-                        for try await notification in notifications {
-                            await handle(notification.payload, handlers)
+                        let batch = ChangeBatch()
+                        try await withThrowingTaskGroup(of: Void.self) { tasks in
+                            tasks.addTask {
+                                while let changes = await batch.next(limit: Self.changeBatchLimit) {
+                                    await self.apply(changes, handlers)
+                                    batch.applied(changes)
+                                }
+                            }
+                            do {
+                                for try await notification in notifications { self.receive(notification.payload, into: batch) }
+                                batch.finish()
+                            } catch {
+                                batch.finish()
+                                throw error
+                            }
+                            try await tasks.waitForAll()
                         }
                     }
                 }
@@ -140,21 +171,30 @@ extension PostgresRefreshCoordination {
         }
     }
 
-    func handle(_ payload: String, _ handlers: ChangeHandlers) async {
+    /// One notification: a lease's news now, a credential's change into `batch`.
+    func receive(_ payload: String, into batch: ChangeBatch) {
         guard let change = ChangeNotification.parse(payload) else {
             logger.debug("ignored an unrecognised change notification")
             return
         }
         switch change {
         case .credentialUpdated(let user, let generation):
-            await handlers.credentialChanged(user, generation)
+            batch.add(user, generation: generation)
         case .credentialRemoved(let user, _):
-            await handlers.credentialChanged(user, nil)
-        case .lease(let user, let holder, _, let expiresAt):
-            noteLease(user, holder.map { LeaseHolder(holder: $0, expiresAt: expiresAt) })
+            batch.add(user, generation: nil)
+        case .lease(let user, let holder, let fencing, let expiresAt):
+            noteLease(user, holder: holder, expiresAt: expiresAt, fencing: fencing)
+            // A lease released after a result still waiting in the batch: its waiters are woken
+            // once the result is applied, not before (they would find the old token).
+            if !batch.isPending(user) { waiters.signal(user) }
         }
-        // After the registry applied it, so a waiting grant sees the new state.
-        waiters.signal(change.userIdentifier)
+    }
+
+    /// Hands a batch of credential changes to the registry, then wakes whoever waits for them
+    /// (after the registry applied them, so a waiting grant sees the new state).
+    func apply(_ changes: [String: Int64?], _ handlers: ChangeHandlers) async {
+        await handlers.credentialsChanged(changes)
+        for user in changes.keys { waiters.signal(user) }
     }
 
     private func reconcileLoop(_ handlers: ChangeHandlers) async {
@@ -174,7 +214,8 @@ extension PostgresRefreshCoordination {
             let nodes = try await store.recentNodes(withinMilliseconds: window)
             nodeList.withLock { $0 = nodes }
             let leases = try await store.liveLeases()
-            leaseTable.withLock { $0 = leases }
+            let now = store.now()
+            leaseTable.withLock { $0.merge(live: leases, now: now) }
             let generations = try await store.generations()
             await handlers.reconcile(generations)
         } catch {

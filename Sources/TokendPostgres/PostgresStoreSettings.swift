@@ -13,6 +13,10 @@ public struct PostgresStoreSettings: Sendable, Equatable {
     public var reconcileMilliseconds: Int64
     /// The longest one database operation may take before it counts as a failure (milliseconds).
     public var operationTimeoutMilliseconds: Int64
+    /// Rows per page of the reads that walk the whole store (start-up, reconciliation, the keys
+    /// in use): each page is one operation, so the whole read is bounded by the operation
+    /// timeout per page.
+    public var readPageSize = 5_000
     /// Whether the connection must be encrypted and the server's certificate verified.
     public var tls: PostgresTLSMode
     /// The node's state directory, where it keeps what it remembers of the store

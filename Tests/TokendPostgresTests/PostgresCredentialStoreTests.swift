@@ -84,6 +84,36 @@ struct PostgresCredentialStoreTests {
         }
     }
 
+    /// Several credentials in one read (a node applying other nodes' changes): those missing and
+    /// those refused by their integrity check are left out; the others come back decrypted.
+    /// A grant's read draws its next generation ahead; the write after it still gets a
+    /// generation above the one it replaced, and a second writer of that generation still loses.
+    @Test func loadsSeveralInOneReadAndLeavesOutMissingAndRefusedRows() async throws {
+        try await withServer { server in
+            let store = try await Fixture.open(server, node: "a")
+            for user in ["alice", "bob", "carol"] {
+                _ = try await store.insert(Fixture.credential(user, access: "\(user)-access"), replacing: false)
+            }
+            try await server.psql("UPDATE tokend_credentials SET row_mac = decode('00', 'hex') WHERE user_identifier = 'carol'")
+            let reader = try await Fixture.open(server, node: "b")
+            let loaded = try await reader.load(userIdentifiers: ["alice", "bob", "carol", "nobody"])
+            #expect(loaded.map(\.userIdentifier).sorted() == ["alice", "bob"])
+            #expect(loaded.first { $0.userIdentifier == "bob" }?.accessToken.value == "bob-access")
+            await #expect(throws: StorageError(code: .integrity, message: "")) { try await reader.load(userIdentifier: "carol") }
+
+            let read = try #require(try await reader.load(userIdentifier: "alice"))
+            var next = read
+            next.accessToken = SecretString("alice-access-2")
+            let written = try await reader.update(next, expectedGeneration: read.generation)
+            #expect(written.generation > read.generation)
+            await #expect(throws: StorageError(code: .conflict, message: "")) {
+                try await store.update(next, expectedGeneration: read.generation)
+            }
+            #expect(try await store.load(userIdentifier: "alice")?.accessToken.value == "alice-access-2")
+            for each in [store, reader] { try await each.close() }
+        }
+    }
+
     @Test func tokensAreSealedAtRestAndNeedTheSameMasterKey() async throws {
         try await withServer { server in
             let store = try await Fixture.open(server, node: "a")

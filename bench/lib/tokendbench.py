@@ -201,26 +201,24 @@ class Varlink:
         return replies, size
 
 
-def ask_everyone(sock, size, window):
-    """ProvideTokenReplacement once for every user `user-0…` of a store of `size` (as tokend-storegen
-    names them), `window` calls in flight; returns (seconds, errors).
+def pipelined(sock, count, window, request, ok, limit_s=600):
+    """`count` calls on one connection, `window` in flight: `request(i)` is the i-th call's
+    (method, parameters), `ok(raw reply)` says whether it succeeded; returns (seconds, errors).
 
     Non-blocking on both directions (select), so large replies can never deadlock the pipeline."""
     import select
-    width = len(str(size - 1))
     c = Varlink(sock, timeout=120)
     c.sock.setblocking(False)
     errors, sent, received = 0, 0, 0
     out, buf = b"", b""
     start = time.monotonic()
-    deadline = start + 600
-    while received < size:
+    deadline = start + limit_s
+    while received < count:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"asked {received}/{size} in 600 s")
-        while sent < size and sent - received < window and len(out) < 65536:
-            out += (json.dumps({"method": "io.tokend.TokenProvider.ProvideTokenReplacement",
-                                "parameters": {"userIdentifier": f"user-{sent:0{width}d}"}},
-                               separators=(",", ":")).encode() + b"\0")
+            raise TimeoutError(f"{received}/{count} replies in {limit_s} s")
+        while sent < count and sent - received < window and len(out) < 65536:
+            method, parameters = request(sent)
+            out += json.dumps({"method": method, "parameters": parameters}, separators=(",", ":")).encode() + b"\0"
             sent += 1
         r, w, _ = select.select([c.sock], [c.sock] if out else [], [], 10)
         if w:
@@ -238,13 +236,22 @@ def ask_everyone(sock, size, window):
             buf = parts.pop()
             for raw in parts:
                 received += 1
-                if b'"error"' in raw[:16] or b'"accessToken"' not in raw:
+                if not ok(raw):
                     errors += 1
                     if errors <= 3:
                         log(f"error reply: {raw[:200]!r}")
     seconds = time.monotonic() - start
     c.close()
     return seconds, errors
+
+
+def ask_everyone(sock, size, window):
+    """ProvideTokenReplacement once for every user `user-0…` of a store of `size` (as tokend-storegen
+    names them), `window` calls in flight; returns (seconds, errors)."""
+    width = len(str(size - 1))
+    return pipelined(sock, size, window,
+                     lambda i: ("io.tokend.TokenProvider.ProvideTokenReplacement", {"userIdentifier": f"user-{i:0{width}d}"}),
+                     lambda raw: b'"error"' not in raw[:16] and b'"accessToken"' in raw)
 
 
 def wait_ready(sock_path, proc, timeout):
@@ -332,7 +339,7 @@ IDP_CLIENT_ID = "tokend-test"
 IDP_CLIENT_SECRET = "tokend-test-secret"
 
 
-def _read_ready(p, what, timeout):
+def read_ready(p, what, timeout):
     """Waits for the `READY <port>` line a helper prints on stdout."""
     import select
     deadline = time.monotonic() + timeout
@@ -357,14 +364,14 @@ def start_idp(procs, directory, workers=4, access_token_lifetime=3600):
     p = procs.start([str(idp_python()), str(IDP_SCRIPT), "serve", "--port", "0", "--state-dir", str(state),
                      "--access-token-lifetime", str(access_token_lifetime), "--workers", str(workers)],
                     Path(directory) / "idp.log", stdout=subprocess.PIPE)
-    return p, _read_ready(p, "the IdP", 120), state
+    return p, read_ready(p, "the IdP", 120), state
 
 
 def start_proxy(procs, directory, upstream, mode="pass"):
     """faultproxy.py (pass mode by default): counts token POSTs and the most in flight at once."""
     p = procs.start([sys.executable, str(PROXY_SCRIPT), "--listen", "0", "--upstream", str(upstream), "--mode", mode],
                     Path(directory) / "proxy.log", stdout=subprocess.PIPE)
-    return p, _read_ready(p, "the proxy", 30)
+    return p, read_ready(p, "the proxy", 30)
 
 
 def proxy_stats(port):

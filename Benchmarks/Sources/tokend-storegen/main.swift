@@ -4,10 +4,17 @@
 //
 //   tokend-storegen --state-dir DIR --key-file FILE --count N [options]
 //
+// With --postgres URL it writes a shared store instead (PostgresCredentialStore: the real
+// schema, row tags and generations), for the fleet benchmark (bench/fleet.py).
+//
 // Tokens are random (or, with --tokens-file, read from `idp.py mint` output); they are never
-// printed. Every loop is bounded by --count.
+// printed. With --traceable they name their credential and expiry (`at.<user>.0.<exp>.…`,
+// `rt.<user>.0`), so that bench/floor/grant_endpoint.c can count grants per credential and a
+// client can tell an expired token from the token itself. Every loop is bounded by --count.
 import Foundation
+import Logging
 import TokendCore
+import TokendPostgres
 import TokendStorage
 
 struct Options {
@@ -25,6 +32,12 @@ struct Options {
     var batch = 20_000
     var withRefreshToken = true
     var timeLoad = false
+    /// The shared store's URL (`postgresql://user@host:port/db`), or nil for SQLite.
+    var postgresURL: String?
+    var passwordFile: String?
+    var traceable = false
+    /// Issue times spread over this many seconds (earlier), so due points spread as much.
+    var spread: Int64 = 0
 }
 
 func usage() -> Never {
@@ -36,8 +49,10 @@ func usage() -> Never {
                    [--token-bytes 40 | --jwt-bytes 1024] [--no-refresh-token]
                    [--expires-in SECONDS (86400)] [--issued-ago SECONDS (0)]
                    [--tokens-file FILE (JSON lines from `idp.py mint`; one per credential)]
-                   [--batch 20000]
-            tokend-storegen --state-dir DIR --key-file FILE --time-load
+                   [--batch 20000] [--traceable] [--spread SECONDS (0)]
+                   [--postgres URL [--password-file FILE]]   (a shared store; --state-dir holds
+                   the writer's floors)
+            tokend-storegen --state-dir DIR --key-file FILE --time-load [--postgres URL …]
                    (times the daemon's start-up read, loadIndex, of an existing store)
 
             """.utf8))
@@ -72,6 +87,10 @@ func parse(_ arguments: [String]) -> Options {
         case "--batch": options.batch = max(1, number())
         case "--no-refresh-token": options.withRefreshToken = false
         case "--time-load": options.timeLoad = true
+        case "--postgres": options.postgresURL = value()
+        case "--password-file": options.passwordFile = value()
+        case "--traceable": options.traceable = true
+        case "--spread": options.spread = number()
         default: usage()
         }
         index += 1
@@ -160,16 +179,59 @@ func readTokens(_ path: String, limit: Int) throws -> [MintedToken] {
     return tokens
 }
 
+/// The store written: SQLite in the state directory, or a shared PostgreSQL store.
+enum TargetStore {
+    case sqlite(SQLiteCredentialStore)
+    case postgres(PostgresCredentialStore)
+
+    static func open(_ options: Options, keyring: Keyring) async throws -> TargetStore {
+        guard let url = options.postgresURL else {
+            return .sqlite(try SQLiteCredentialStore(stateDirectory: options.stateDirectory, keyring: keyring))
+        }
+        let password = try options.passwordFile.map { file in
+            try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .newlines)
+        }
+        var logger = Logger(label: "storegen")
+        logger.logLevel = .warning
+        let settings = PostgresStoreSettings(
+            url: url, password: password, leaseMilliseconds: 30_000, nodeName: "storegen",
+            // A batch of 2,000 rows, or a whole load when timing it, on a busy machine.
+            operationTimeoutMilliseconds: 600_000, stateDirectory: options.stateDirectory)
+        return .postgres(try await PostgresCredentialStore.open(settings: settings, keyring: keyring, logger: logger))
+    }
+
+    func loadIndex() async throws -> Int {
+        switch self {
+        case .sqlite(let store): try await store.loadIndex().count
+        case .postgres(let store): try await store.loadIndex().count
+        }
+    }
+
+    func insertBulk(_ batch: [Credential], batchSize: Int) async throws -> Int {
+        switch self {
+        case .sqlite(let store): try await store.insertBulk(batch, batchSize: batchSize)
+        case .postgres(let store): try await store.insertBulk(batch, batchSize: min(batchSize, 1_000))
+        }
+    }
+
+    func close() async throws {
+        switch self {
+        case .sqlite(let store): try await store.close()
+        case .postgres(let store): try await store.close()
+        }
+    }
+}
+
 func run() async throws {
     let options = parse(Array(CommandLine.arguments.dropFirst()))
     guard let reader = Reader(options.reader) else { usage() }
     let loaded = try KeyringLoader.load(credentialsDirectory: nil, keyFile: options.keyFile, expectedOwner: geteuid())
-    let store = try SQLiteCredentialStore(stateDirectory: options.stateDirectory, keyring: loaded.keyring)
+    let store = try await TargetStore.open(options, keyring: loaded.keyring)
     if options.timeLoad {
         for _ in 0..<3 {
             let clock = ContinuousClock()
             var count = 0
-            let elapsed = try await clock.measure { count = try await store.loadIndex().count }
+            let elapsed = try await clock.measure { count = try await store.loadIndex() }
             print(
                 #"{"load_index_credentials":\#(count),"seconds":\#(Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds))}"#
             )
@@ -184,8 +246,12 @@ func run() async throws {
     }
     var random = SplitMix64(state: UInt64.random(in: .min ... .max))
     let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
-    let issuedAt = Timestamp(millisecondsSince1970: nowMs - options.issuedAgo * 1000)
+    let baseIssuedAt = Timestamp(millisecondsSince1970: nowMs - options.issuedAgo * 1000)
     let width = String(options.count - 1).count
+    // A stride coprime with the count spreads issue times over --spread in an order unrelated
+    // to the names (so that due credentials are not neighbours in the table).
+    var stride = 7_919
+    while options.count % stride == 0 { stride += 2 }
     let started = Date()
     var written = 0
     var start = 0
@@ -196,6 +262,8 @@ func run() async throws {
         for index in start..<end {
             let number = String(index)
             let user = options.prefix + String(repeating: "0", count: width - number.count) + number
+            let position = Int64((index * stride) % options.count)
+            let issuedAt = baseIssuedAt - .milliseconds(options.spread * 1000 * position / Int64(options.count))
             var expiresAt = issuedAt + .seconds(options.expiresIn)
             let access: String
             var refresh: String?
@@ -210,10 +278,14 @@ func run() async throws {
                 access = jwt(
                     total: options.jwtBytes, subject: user, issuedAt: issuedAt.secondsSince1970,
                     expiresAt: expiresAt.secondsSince1970, &random)
-                refresh = options.withRefreshToken ? randomText(options.tokenBytes, &random) : nil
+                refresh = options.withRefreshToken ? refreshToken(user, options, &random) : nil
+            } else if options.traceable {
+                let named = "at.\(user).0.\(expiresAt.secondsSince1970)."
+                access = named + randomText(max(0, options.tokenBytes - named.count), &random)
+                refresh = options.withRefreshToken ? refreshToken(user, options, &random) : nil
             } else {
                 access = randomText(options.tokenBytes, &random)
-                refresh = options.withRefreshToken ? randomText(options.tokenBytes, &random) : nil
+                refresh = options.withRefreshToken ? refreshToken(user, options, &random) : nil
             }
             batch.append(
                 Credential(
@@ -228,6 +300,12 @@ func run() async throws {
     try await store.close()
     let seconds = Date().timeIntervalSince(started)
     print(#"{"credentials":\#(written),"seconds":\#(String(format: "%.2f", seconds)),"state_dir":"\#(options.stateDirectory)"}"#)
+}
+
+/// A refresh token: random, or with --traceable `rt.<user>.0` (the grant endpoint stand-in
+/// counts grants by the credential it names).
+func refreshToken(_ user: String, _ options: Options, _ random: inout SplitMix64) -> String {
+    options.traceable ? "rt.\(user).0" : randomText(options.tokenBytes, &random)
 }
 
 do {

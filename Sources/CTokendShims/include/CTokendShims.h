@@ -18,6 +18,10 @@ int tokend_set_not_dumpable(void);
 /// prctl(PR_GET_DUMPABLE): 0, 1 or 2, or -1.
 int tokend_get_dumpable(void);
 
+/// malloc_trim(0) where the C library has it (glibc): returns free heap pages to the system.
+/// 1 if memory was released, else 0.
+int tokend_malloc_trim(void);
+
 /// getrandom(buf, length, 0), retried on EINTR and short reads: fills `buffer` from the
 /// kernel's CSPRNG in (usually) one system call. 0, or -1 (errno set) if the kernel lacks it.
 int tokend_random_bytes(void *buffer, unsigned long length);

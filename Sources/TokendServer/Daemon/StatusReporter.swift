@@ -12,21 +12,15 @@ struct StatusReporter: Sendable {
     /// The credential store's health; an unavailable store is part of the line.
     var storeHealth: @Sendable () -> StoreHealth = { StoreHealth(kind: "sqlite") }
 
-    /// The summary of the view now.
+    /// The summary of the view now, from the counts the view keeps (a refresh wave over a
+    /// million credentials changes the view constantly: walking it for every update would cost
+    /// a core).
     func summary() -> StatusLine {
         let current = now()
-        var line = StatusLine(credentials: 0, reauthenticationRequired: 0)
-        var next: Timestamp?
-        for entry in view.unsortedSnapshot() {
-            line.credentials += 1
-            switch entry.effectiveState(now: current) {
-            case .reauthenticationRequired: line.reauthenticationRequired += 1
-            case .retrying: line.retrying += 1
-            default: break
-            }
-            if let due = entry.nextRefreshAt, due < (next ?? due + .seconds(1)) { next = due }
-        }
-        line.nextRefresh = next.map { max($0, current).secondsSince1970 }
+        let counts = view.counts(now: current)
+        var line = StatusLine(credentials: counts.credentials, reauthenticationRequired: counts.reauthenticationRequired)
+        line.retrying = counts.retrying
+        line.nextRefresh = counts.nextRefreshAt.map { max($0, current).secondsSince1970 }
         // `systemctl status` shows this line to every local user: the database's own words (its
         // host, how it failed) are in the journal, not here.
         line.storeProblem = storeHealth().problem.map { _ in "details in the journal" }

@@ -1,3 +1,4 @@
+import CTokendShims
 import CoreMetrics
 import Logging
 import TokendConfig
@@ -57,6 +58,13 @@ extension TokendDaemon {
         }
     }
 
+    /// Gives the allocator's free pages back to the system: reading a large store leaves what it
+    /// read and checked (pages of rows, the index it built the view from) freed but held by
+    /// malloc, which would count in the node's RSS for as long as it runs.
+    static func returnMemoryFreedByTheLoad() {
+        _ = tokend_malloc_trim()
+    }
+
     /// Applies other nodes' changes to this node's registry until cancelled; a change of the
     /// store's health is a change of status (`STATUS=`).
     func startSharedStoreFeed(_ opened: OpenedStore, registry: CredentialRegistry, view: CredentialView) -> Task<Void, Never>? {
@@ -72,7 +80,7 @@ extension TokendDaemon {
             view.changes.signal()
         }
         let handlers = ChangeHandlers(
-            credentialChanged: { user, generation in await registry.applyStoredChange(user, generation: generation) },
+            credentialsChanged: { changes in await registry.applyStoredChanges(changes) },
             reconcile: { generations in await registry.reconcile(with: generations) }
         )
         return Task { await shared.run(handlers: handlers) }

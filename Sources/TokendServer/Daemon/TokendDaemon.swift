@@ -109,6 +109,7 @@ public final class TokendDaemon: Service {
         )
         await registry.useCoordination(opened.coordination)
         let count = try await registry.loadAll()
+        Self.returnMemoryFreedByTheLoad()
         let sharedFeed = startSharedStoreFeed(opened, registry: registry, view: view)
         let scheduler = Task { await registry.runScheduler() }
         let clockMonitor = ClockStepMonitor { [logger] in
@@ -320,6 +321,9 @@ public final class TokendDaemon: Service {
 
     /// Says at start which credentials have readers that grant nothing on this host.
     private func reportReaders(_ readers: ReaderWarnings, in view: CredentialView) {
+        // Only program readers can grant nothing here: without any, no credential is walked
+        // (sorting a million at start-up took seconds).
+        guard view.programReaders.isPresent else { return }
         for entry in view.snapshot() {
             let problems = readers.problems(entry.readers)
             guard !problems.isEmpty else { continue }

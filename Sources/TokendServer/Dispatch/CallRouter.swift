@@ -297,19 +297,25 @@ struct CallRouter: Sendable {
         let now = now()
         let policy = settings.current.accessPolicy
         let administrator = policy.isAdmin(caller)
-        // Sorted only when listed: with a million credentials sorting costs more than counting.
-        let all = user == nil ? view.snapshot() : view.unsortedSnapshot()
-        let visible = administrator ? all : all.filter { policy.mayInspect(caller, readers: $0.resolvedReaders) }
         // Someone who is not an administrator learns about their own credentials only: counts of
         // theirs, no node names, and that the store is unavailable but not the database's words.
-        var daemonFields = daemonStatus(visible, now: now)
-        addStoreStatus(&daemonFields, administrator: administrator)
-        daemonFields.caller = usage(of: caller)
-        if administrator {
-            let warnings = setupWarnings.all + [readerWarnings?.summary(of: all)].compactMap { $0 }
-            daemonFields.warnings = warnings.isEmpty ? nil : warnings
+        // An administrator's counts are the view's, kept as credentials change; another caller's
+        // are counted over the credentials their uid and groups might read, never over all.
+        func visibleToCaller() -> [ViewEntry] {
+            view.entriesPossiblyReadable(by: caller).filter { policy.mayInspect(caller, readers: $0.resolvedReaders) }
         }
-        let daemon = daemonFields.json
+        func daemon(_ visible: [ViewEntry]?) -> JSONObject {
+            var fields = daemonStatus(visible.map { ViewSummary.counts(of: $0, now: now) } ?? view.counts(now: now))
+            addStoreStatus(&fields, administrator: administrator)
+            fields.caller = usage(of: caller)
+            if administrator {
+                // Only program readers can grant nothing here: without any, no credential is walked.
+                let readers = view.programReaders.isPresent ? readerWarnings?.summary(of: view.unsortedSnapshot()) : nil
+                let warnings = setupWarnings.all + [readers].compactMap { $0 }
+                fields.warnings = warnings.isEmpty ? nil : warnings
+            }
+            return fields.json
+        }
         let leases = administrator ? coordination.leaseHolders() : [:]
         if let user {
             guard let entry = view[user] else { throw missing(user, caller: caller, method: call.method) }
@@ -319,9 +325,13 @@ struct CallRouter: Sendable {
             }
             return .reply(
                 reply([
-                    "daemon": .object(daemon), "credentials": .array([.object(withLease(entry.credentialStatus(now: now), leases).json)]),
+                    "daemon": .object(daemon(administrator ? nil : visibleToCaller())),
+                    "credentials": .array([.object(withLease(entry.credentialStatus(now: now), leases).json)]),
                 ]))
         }
+        // Sorted only when listed.
+        let visible = administrator ? view.snapshot() : visibleToCaller().sorted { $0.userIdentifier < $1.userIdentifier }
+        let daemon = daemon(administrator ? nil : visible)
         func statuses(_ entries: ArraySlice<ViewEntry>) -> JSONValue {
             .array(entries.map { JSONValue.object(withLease($0.credentialStatus(now: now), leases).json) })
         }
@@ -362,22 +372,12 @@ struct CallRouter: Sendable {
         )
     }
 
-    private func daemonStatus(_ entries: [ViewEntry], now: Timestamp) -> DaemonStatus {
-        var status = DaemonStatus(
-            version: daemonInfo.version, startedAt: daemonInfo.startedAt.secondsSince1970, credentials: Int64(entries.count))
-        var nextRefresh: Timestamp?
-        for entry in entries {
-            switch entry.effectiveState(now: now) {
-            case .valid: status.valid += 1
-            case .refreshing: status.refreshing += 1
-            case .retrying: status.retrying += 1
-            case .reauthenticationRequired: status.reauthenticationRequired += 1
-            case .expired: status.expired += 1
-            }
-            if let next = entry.nextRefreshAt, next < (nextRefresh ?? next + .seconds(1)) { nextRefresh = next }
-        }
-        status.nextRefreshAt = nextRefresh?.secondsSince1970
-        return status
+    private func daemonStatus(_ counts: ViewSummary.Counts) -> DaemonStatus {
+        DaemonStatus(
+            version: daemonInfo.version, startedAt: daemonInfo.startedAt.secondsSince1970, credentials: Int64(counts.credentials),
+            valid: Int64(counts.valid), refreshing: Int64(counts.refreshing), retrying: Int64(counts.retrying),
+            reauthenticationRequired: Int64(counts.reauthenticationRequired), expired: Int64(counts.expired),
+            nextRefreshAt: counts.nextRefreshAt?.secondsSince1970)
     }
 
     // MARK: Helpers

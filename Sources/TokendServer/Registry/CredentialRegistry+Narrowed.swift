@@ -184,7 +184,7 @@ extension CredentialRegistry {
             case .granted(let lease):
                 grants.noteNarrowedGrant(of: user, key: narrowing.key, at: now(), keepingAfter: now() - limits.forcedRefreshInterval)
                 let result = await grant(user, reason: .tooShortLived(minimumValidity: minimumValidity), narrowing: narrowing)
-                await gate.leave(lease)
+                await gate.leave(lease, registry: self)
                 return result
             case .settled(.failed(let error)):
                 return .failed(error)

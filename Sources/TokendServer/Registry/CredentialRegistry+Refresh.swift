@@ -111,7 +111,7 @@ extension CredentialRegistry {
         case .settled(let result): return result
         }
         let result = await grant(user, reason: reason)
-        await gate.leave(lease)
+        await gate.leave(lease, registry: self)
         return result
     }
 

@@ -48,6 +48,9 @@ actor CredentialRegistry {
     /// narrowed grants — for the whole grant, request included (``locks`` is free meanwhile).
     var refreshTokenLocks = UserLocks()
     var slots: GrantSlots
+    /// The refresh leases this node may hold at once when it shares the store: as many as it
+    /// has grant slots (``SharedStoreGate``).
+    var leasePermits: GrantSlots
     var grants = GrantBook()
     var enrolments: Enrolments
     var scheduler = RefreshScheduler()
@@ -74,6 +77,7 @@ actor CredentialRegistry {
         self.logger = logger
         self.now = now
         self.slots = GrantSlots(limit: limits.maxGrantsInFlight)
+        self.leasePermits = GrantSlots(limit: limits.maxGrantsInFlight)
         self.refreshers = Refreshers(providers: settings.current.providers, pool: httpPool)
         self.tokenFiles = TokenFileSinks(hub: view.hub, logger: logger)
         self.enrolments = Enrolments(logger: logger)
@@ -197,6 +201,7 @@ actor CredentialRegistry {
     func reconfigure(limits newLimits: RefreshLimits) {
         limits = newLimits
         slots.limit = newLimits.maxGrantsInFlight
+        leasePermits.limit = newLimits.maxGrantsInFlight
         reloginCommands.setLimit(newLimits.maxReloginCommands)
         refreshers = Refreshers(providers: settings.current.providers, pool: httpPool)
         grants.resetRateLimits()

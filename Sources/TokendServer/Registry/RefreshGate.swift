@@ -17,8 +17,8 @@ protocol RefreshGate: Sendable {
     /// Before a grant of `user`: the lease, or the result that makes the grant unnecessary.
     /// Runs on the registry's actor.
     func enter(_ user: String, registry: isolated CredentialRegistry) async -> LeaseStep
-    /// After the grant's result is committed.
-    func leave(_ lease: RefreshLease) async
+    /// After the grant's result is committed. Runs on the registry's actor.
+    func leave(_ lease: RefreshLease, registry: isolated CredentialRegistry) async
     /// Why this store's master key cannot be rotated from here, if it cannot.
     var keyRotationRefusal: String? { get }
 }
@@ -30,7 +30,7 @@ struct SingleHostGate: RefreshGate {
         .granted(RefreshLease(userIdentifier: user, holder: "", fencing: 0, expiresAt: Timestamp(millisecondsSince1970: .max)))
     }
 
-    func leave(_ lease: RefreshLease) async {}
+    func leave(_ lease: RefreshLease, registry: isolated CredentialRegistry) async {}
 
     var keyRotationRefusal: String? { nil }
 }

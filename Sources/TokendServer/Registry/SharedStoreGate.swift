@@ -20,6 +20,13 @@ struct TokenMark: Equatable {
 
 /// Nodes sharing one store: each grant takes the credential's refresh lease first, or waits
 /// for the node that holds it and adopts its result.
+///
+/// A node holds at most as many leases as it has grant slots (``CredentialRegistry/leasePermits``):
+/// a lease is taken when its grant can start, not when the credential falls due. In a refresh
+/// wave every due credential's grant starts at once on every node; taking each lease then would
+/// let a lease run out while its grant still waits for a slot, hand that credential to another
+/// node mid-wait, and make the other nodes wait on grants that have not begun. A grant that
+/// waits for another node's result gives its permit back meanwhile.
 struct SharedStoreGate: RefreshGate {
     let coordination: any RefreshCoordination
 
@@ -28,7 +35,10 @@ struct SharedStoreGate: RefreshGate {
         "the store is shared with other nodes; install a new key file on every node instead"
     }
 
-    func leave(_ lease: RefreshLease) async { await coordination.releaseLease(lease) }
+    func leave(_ lease: RefreshLease, registry: isolated CredentialRegistry) async {
+        await coordination.releaseLease(lease)
+        registry.releaseLeasePermit()
+    }
 
     /// Takes the refresh lease of `user`, or waits for the node that holds it and answers with
     /// its result.
@@ -38,30 +48,52 @@ struct SharedStoreGate: RefreshGate {
     func enter(_ user: String, registry: isolated CredentialRegistry) async -> LeaseStep {
         let seen = registry.view[user].map(TokenMark.init)
         for _ in 0..<16 {
+            await registry.acquireLeasePermit(for: user)
+            // Another node's result may have arrived while this grant waited for its turn.
+            if let settled = settledElsewhere(user, seen: seen, registry: registry) {
+                registry.releaseLeasePermit()
+                return .settled(settled)
+            }
             switch await coordination.acquireLease(user) {
             case .granted(let lease):
+                // The view holds the stored row, and it is the token this grant meant to replace:
+                // nothing to read before the grant reads it.
+                if let stored = lease.storedGeneration, let entry = registry.view[user], entry.generation == stored,
+                    TokenMark(entry) == seen
+                {
+                    return .granted(lease)
+                }
                 if let adopted = await adoptIfRefreshedElsewhere(user, seen: seen, registry: registry) {
                     await coordination.releaseLease(lease)
+                    registry.releaseLeasePermit()
                     return .settled(adopted)
                 }
                 return .granted(lease)
             case .heldElsewhere(let holder, let expiresAt):
+                registry.releaseLeasePermit()
                 registry.logger.debug(
                     "another node is refreshing; waiting for its result",
                     metadata: [
                         "user_identifier": "\(user)", "lease_holder": "\(holder)",
                     ])
                 await coordination.waitForChange(of: user, until: expiresAt + .milliseconds(250))
-                guard let entry = registry.view[user] else { return .settled(.failed(.unknownUser(user))) }
-                if entry.status.state == .reauthenticationRequired {
-                    return .settled(.failed(.reauthenticationRequired(user, reason: entry.status.lastError ?? "the login has ended")))
-                }
-                if TokenMark(entry) != seen { return .settled(.refreshed(entry)) }
+                if let settled = settledElsewhere(user, seen: seen, registry: registry) { return .settled(settled) }
             case .unavailable(let reason):
+                registry.releaseLeasePermit()
                 return .settled(.failed(postponeRefresh(user, reason: reason, registry: registry)))
             }
         }
         return .settled(.failed(.refreshFailed(user, reason: "other nodes kept the refresh lease; retrying later", retryAt: nil)))
+    }
+
+    /// The answer this node's view already has, if another node replaced the token this grant
+    /// meant to replace (or the credential is gone or needs a new login).
+    private func settledElsewhere(_ user: String, seen: TokenMark?, registry: isolated CredentialRegistry) -> GrantResult? {
+        guard let entry = registry.view[user] else { return .failed(.unknownUser(user)) }
+        if entry.status.state == .reauthenticationRequired {
+            return .failed(.reauthenticationRequired(user, reason: entry.status.lastError ?? "the login has ended"))
+        }
+        return TokenMark(entry) != seen ? .refreshed(entry) : nil
     }
 
     /// After taking the lease: if the stored token is no longer the one this node meant to
@@ -99,6 +131,15 @@ struct SharedStoreGate: RefreshGate {
 /// Other nodes' writes applied to this node's view, so that `Watch`, token files and the
 /// scheduler here see them.
 extension CredentialRegistry {
+    /// Waits for one of this node's lease permits (``SharedStoreGate``), in its owner's turn.
+    func acquireLeasePermit(for user: String) async {
+        if leasePermits.tryAcquire() { return }
+        let owner = view[user]?.resolvedReaders.owner ?? .unresolved
+        await withCheckedContinuation { continuation in leasePermits.enqueue(continuation, owner: owner) }
+    }
+
+    func releaseLeasePermit() { leasePermits.release() }
+
     /// Installs the shared store's coordination (before ``loadAll()``).
     func useCoordination(_ coordination: any RefreshCoordination) {
         gate = coordination.nodeName == nil ? SingleHostGate() : SharedStoreGate(coordination: coordination)
@@ -145,10 +186,45 @@ extension CredentialRegistry {
         }
     }
 
+    /// Changes committed by other nodes, applied together: the credentials whose view is older
+    /// are read in one query and published under their locks; one the read did not return (gone,
+    /// or refused by its integrity check) goes through ``applyStoredChange(_:generation:)``, which
+    /// tells the two apart, as does a removal.
+    func applyStoredChanges(_ changes: [String: Int64?]) async {
+        var stale: [String] = []
+        for (user, generation) in changes {
+            guard let generation else {
+                await applyStoredChange(user, generation: nil)
+                continue
+            }
+            if let current = view[user], current.generation >= generation { continue }
+            stale.append(user)
+        }
+        guard !stale.isEmpty else { return }
+        let loaded: [Credential]
+        do {
+            loaded = try await store.load(userIdentifiers: stale)
+        } catch {
+            logger.warning(
+                "reloading credentials changed by other nodes failed; the next reconciliation retries",
+                metadata: ["count": "\(stale.count)", "problem": "\(error)"])
+            return
+        }
+        var missing = Set(stale)
+        for credential in loaded {
+            let user = credential.userIdentifier
+            missing.remove(user)
+            await lock(user)
+            publishStored(credential)
+            unlock(user)
+        }
+        for user in missing { await applyStoredChange(user, generation: changes[user] ?? nil) }
+    }
+
     /// Compares every generation with the store's and reloads what differs (a missed
     /// notification, a reconnection).
     func reconcile(with stored: [String: Int64]) async {
-        for entry in view.snapshot() where stored[entry.userIdentifier] == nil {
+        for entry in view.unsortedSnapshot() where stored[entry.userIdentifier] == nil {
             await applyStoredChange(entry.userIdentifier, generation: nil)
         }
         for (user, generation) in stored where (view[user]?.generation ?? Int64.min) < generation {

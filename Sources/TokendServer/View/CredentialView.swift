@@ -18,6 +18,9 @@ final class CredentialView: Sendable {
     /// Credentials held per uid alone (``heldUID(_:)``), kept as entries come and go so that
     /// quota checks and `Status` never count the whole view.
     private let held = Mutex<[UInt32: Int]>([:])
+    /// The counts `Status` and `STATUS=` report, and who might read what, kept as entries come
+    /// and go (changed under the entry's shard lock, so they always match the entries).
+    private let summary = Mutex(Summary())
     /// How many credentials have a program reader: while none has, connections do not trace who
     /// writes each call (``CallSenders``), which costs work on every message.
     let programReaders = ProgramReaderPresence()
@@ -49,6 +52,7 @@ final class CredentialView: Sendable {
             defer { entries[entry.userIdentifier] = entry }
             let old = entries[entry.userIdentifier]
             countHeld(removing: old, adding: entry)
+            summary.withLock { $0.replace(old, with: entry) }
             return old
         }
         countProgramReaders(removing: old, adding: entry)
@@ -64,6 +68,7 @@ final class CredentialView: Sendable {
         let old = shard(for: userIdentifier).entries.withLock { entries in
             let old = entries.removeValue(forKey: userIdentifier)
             countHeld(removing: old, adding: nil)
+            summary.withLock { $0.replace(old, with: nil) }
             return old
         }
         countProgramReaders(removing: old, adding: nil)
@@ -118,10 +123,13 @@ final class CredentialView: Sendable {
 
     /// Replaces every entry at once (start-up and reload).
     func replaceAll(with entries: [ViewEntry]) {
-        let grouped = Self.group(entries, shardCount: shards.count)
+        let (grouped, built) = Self.group(entries, shardCount: shards.count)
         var counts: [UInt32: Int] = [:]
         for entry in entries { if let uid = Self.heldUID(entry) { counts[uid, default: 0] += 1 } }
         held.withLock { $0 = counts }
+        // Only start-up replaces every entry, before the socket listens: nobody sees the counts
+        // ahead of the entries.
+        summary.withLock { $0 = built }
         programReaders.reset(to: entries.count { !$0.resolvedReaders.programs.isEmpty })
         dpopKeys.removeAll()
         narrowedTokens.removeAll()
@@ -140,22 +148,61 @@ final class CredentialView: Sendable {
     }
 
     /// The entries by shard, each shard's table built on its own thread (start-up builds tables
-    /// of a million entries; the shards are independent).
-    private static func group(_ entries: [ViewEntry], shardCount: Int) -> [[String: ViewEntry]] {
+    /// of a million entries; the shards are independent), and their summary, built beside them.
+    private static func group(_ entries: [ViewEntry], shardCount: Int) -> ([[String: ViewEntry]], Summary) {
         let shardOf = entries.map { Int(UInt(bitPattern: $0.userIdentifier.hashValue) % UInt(shardCount)) }
         let capacity = entries.count / shardCount + entries.count / 64 + 16
         let built = Mutex(Array(repeating: [String: ViewEntry](), count: shardCount))
+        let summary = Mutex(Summary())
         let build: @Sendable (Int) -> Void = { shard in
+            guard shard < shardCount else {
+                let made = Summary(entries)
+                summary.withLock { $0 = made }
+                return
+            }
             var table = [String: ViewEntry](minimumCapacity: capacity)
             for index in shardOf.indices where shardOf[index] == shard { table[entries[index].userIdentifier] = entries[index] }
             built.withLock { $0[shard] = table }
         }
         if entries.count < 10_000 {
-            for shard in 0..<shardCount { build(shard) }
+            for shard in 0...shardCount { build(shard) }
         } else {
-            DispatchQueue.concurrentPerform(iterations: shardCount, execute: build)
+            DispatchQueue.concurrentPerform(iterations: shardCount + 1, execute: build)
         }
-        return built.withLock { $0 }
+        return (built.withLock { $0 }, summary.withLock { $0 })
+    }
+
+    /// ``ViewSummary`` and ``ReaderIndex`` together, changed as one.
+    private struct Summary: Sendable {
+        var counts = ViewSummary()
+        var readers = ReaderIndex()
+
+        init() {}
+
+        init(_ entries: [ViewEntry]) {
+            for entry in entries { replace(nil, with: entry) }
+        }
+
+        mutating func replace(_ old: ViewEntry?, with new: ViewEntry?) {
+            if let old { counts.remove(old) }
+            if let new { counts.add(new) }
+            // A refresh keeps the readers: the index changes only when they do.
+            if let old, let new, old.resolvedReaders == new.resolvedReaders { return }
+            if let old { readers.remove(old.userIdentifier, old.resolvedReaders) }
+            if let new { readers.add(new.userIdentifier, new.resolvedReaders) }
+        }
+    }
+
+    /// The daemon's counts over every credential, as of `now`, without walking them.
+    func counts(now: Timestamp) -> ViewSummary.Counts {
+        summary.withLock { $0.counts.counts(now: now) }
+    }
+
+    /// The entries `caller` might read, by their reader lists (a superset: check each), without
+    /// walking every credential; in no particular order.
+    func entriesPossiblyReadable(by caller: CallerIdentity) -> [ViewEntry] {
+        let users = summary.withLock { $0.readers.candidates(for: caller) }
+        return users.compactMap { self[$0] }
     }
 
     var count: Int { shards.reduce(0) { total, shard in total + shard.entries.withLock { $0.count } } }

@@ -12,12 +12,16 @@ public struct RefreshLease: Sendable, Hashable {
     public var fencing: Int64
     /// When other nodes may take it over (the database's clock).
     public var expiresAt: Timestamp
+    /// The credential's generation in the store when the lease was taken (nil: not known, or
+    /// no such credential): a node whose view holds that very generation has nothing to adopt.
+    public var storedGeneration: Int64?
 
-    public init(userIdentifier: String, holder: String, fencing: Int64, expiresAt: Timestamp) {
+    public init(userIdentifier: String, holder: String, fencing: Int64, expiresAt: Timestamp, storedGeneration: Int64? = nil) {
         self.userIdentifier = userIdentifier
         self.holder = holder
         self.fencing = fencing
         self.expiresAt = expiresAt
+        self.storedGeneration = storedGeneration
     }
 }
 

@@ -18,7 +18,8 @@ public enum AuthenticatedValue: Sendable, Hashable {
 /// version (1 byte, = 2) | master key id (8) | HMAC-SHA256 (32)
 /// ```
 ///
-/// under HKDF-SHA256(master key, info "tokend row authentication v1"), over the version, the
+/// under HKDF-SHA256(master key, info "tokend row authentication v1") (derived once per key,
+/// ``MasterKey/rowAuthenticationMAC``), over the version, the
 /// key id, the store's id (`tokend_meta.store_id`), the user identifier, the SHA-256 of the
 /// content columns (``contentDigest(_:)``: everything but the refresh bookkeeping), the refresh
 /// bookkeeping and the generation. Every field is length-prefixed and named, so no two rows
@@ -45,8 +46,9 @@ public enum RowAuthentication {
     /// fixed order).
     public static func contentDigest(_ columns: [(String, AuthenticatedValue)]) -> [UInt8] {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(512)
         for (name, value) in columns { append(name, value, to: &bytes) }
-        return Array(SHA256.hash(data: bytes))
+        return digest(ofEncoded: bytes)
     }
 
     /// The tag of a row of the store `store`, under the keyring's current key.
@@ -146,37 +148,65 @@ public enum RowAuthentication {
         header: [UInt8], key: MasterKey, store: String?, _ userIdentifier: String, _ contentDigest: [UInt8],
         _ status: [(String, AuthenticatedValue)], _ generation: Int64
     ) -> [UInt8] {
-        let macKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: key.symmetricKey, info: info, outputByteCount: 32)
         var bytes = header
+        bytes.reserveCapacity(256)
         if let store { append("store", .text(store), to: &bytes) }
         append("user_identifier", .text(userIdentifier), to: &bytes)
         append("content", .bytes(contentDigest), to: &bytes)
         for (name, value) in status { append(name, value, to: &bytes) }
         append("generation", .integer(generation), to: &bytes)
-        return Array(HMAC<SHA256>.authenticationCode(for: bytes, using: macKey))
+        var mac = key.rowAuthenticationMAC
+        mac.update(data: bytes)
+        return Array(mac.finalize())
     }
 
-    /// `name`, then a kind byte (0 null, 1 text, 2 integer, 3 bytes), then the value
-    /// length-prefixed (4-byte big-endian length).
-    static func append(_ name: String, _ value: AuthenticatedValue, to bytes: inout [UInt8]) {
-        func field(_ data: some Collection<UInt8>) {
-            let count = UInt32(truncatingIfNeeded: data.count)
-            bytes += [UInt8(count >> 24), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]
-            bytes += data
-        }
-        field(Array(name.utf8))
+    /// Appends one field as tags encode it: `name`, then a kind byte (0 null, 1 text, 2 integer,
+    /// 3 bytes), then the value length-prefixed (4-byte big-endian length). A store that digests
+    /// a row's content itself (``digest(ofEncoded:)``) appends its columns with this.
+    public static func append(_ name: String, _ value: AuthenticatedValue, to bytes: inout [UInt8]) {
         switch value {
         case .text(nil), .integer(nil), .bytes(nil):
+            appendField(name.utf8, to: &bytes)
             bytes.append(0)
         case .text(let text?):
+            appendField(name.utf8, to: &bytes)
             bytes.append(1)
-            field(Array(text.utf8))
+            appendField(text.utf8, to: &bytes)
         case .integer(let number?):
+            appendField(name.utf8, to: &bytes)
             bytes.append(2)
-            field((0..<8).reversed().map { UInt8(truncatingIfNeeded: number >> ($0 * 8)) })
+            appendLength(8, to: &bytes)
+            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: number >> shift)) }
         case .bytes(let data?):
-            bytes.append(3)
-            field(data)
+            appendBytes(name, data, to: &bytes)
         }
+    }
+
+    /// ``append(_:_:to:)`` for a byte column as stored, without copying it into an array first.
+    public static func appendBytes(_ name: String, _ data: (some Collection<UInt8>)?, to bytes: inout [UInt8]) {
+        appendField(name.utf8, to: &bytes)
+        guard let data else {
+            bytes.append(0)
+            return
+        }
+        bytes.append(3)
+        appendField(data, to: &bytes)
+    }
+
+    /// The content digest of columns already encoded with ``append(_:_:to:)``, in the order
+    /// ``contentDigest(_:)`` takes them: the same digest.
+    public static func digest(ofEncoded bytes: [UInt8]) -> [UInt8] { Array(SHA256.hash(data: bytes)) }
+
+    private static func appendField(_ data: some Collection<UInt8>, to bytes: inout [UInt8]) {
+        appendLength(data.count, to: &bytes)
+        bytes.append(contentsOf: data)
+    }
+
+    private static func appendLength(_ length: Int, to bytes: inout [UInt8]) {
+        let count = UInt32(truncatingIfNeeded: length)
+        bytes.append(UInt8(count >> 24))
+        bytes.append(UInt8(count >> 16 & 0xff))
+        bytes.append(UInt8(count >> 8 & 0xff))
+        bytes.append(UInt8(count & 0xff))
     }
 }

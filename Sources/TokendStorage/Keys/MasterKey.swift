@@ -18,6 +18,10 @@ public struct MasterKey: Sendable, Equatable, CustomStringConvertible, CustomDeb
     let idBytes: [UInt8]
     /// The key. `SymmetricKey` keeps its bytes in storage that is zeroed when freed.
     let symmetricKey: SymmetricKey
+    /// The HMAC that tags shared store rows (``RowAuthentication``), keyed once: a node checks
+    /// every row's tag when it starts, and deriving its key per row cost more than the check
+    /// itself. Each tag starts from a copy (the hash state is copied on its first update).
+    let rowAuthenticationMAC: HMAC<SHA256>
 
     /// Wraps raw key bytes.
     ///
@@ -38,6 +42,8 @@ public struct MasterKey: Sendable, Equatable, CustomStringConvertible, CustomDeb
         let digest = symmetricKey.withUnsafeBytes { SHA256.hash(data: $0) }
         self.idBytes = Array(digest.prefix(Self.idByteCount))
         self.id = Self.hex(idBytes)
+        self.rowAuthenticationMAC = HMAC<SHA256>(
+            key: HKDF<SHA256>.deriveKey(inputKeyMaterial: symmetricKey, info: RowAuthentication.info, outputByteCount: 32))
     }
 
     /// A new key from the system's secure random generator.

@@ -228,7 +228,11 @@ public final class SharedStoreMemory: Sendable {
                             WHERE excluded.generation > floors.generation
                                OR (excluded.generation = floors.generation AND excluded.removed > floors.removed)
                             """)
-                    for (user, floor) in floors { try statement.execute(arguments: [user, floor.generation, floor.removed]) }
+                    // In key order: a node's first start writes a floor for every credential, and
+                    // a million upserts into the key's B-tree take a quarter of the time in order
+                    // that they take at random (4 s against 17 s here).
+                    let ordered = floors.count > 1_000 ? floors.sorted { $0.key < $1.key } : Array(floors)
+                    for (user, floor) in ordered { try statement.execute(arguments: [user, floor.generation, floor.removed]) }
                     return .commit
                 }
             } catch {

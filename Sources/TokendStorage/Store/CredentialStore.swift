@@ -36,6 +36,11 @@ public protocol CredentialStore: Sendable {
     /// One credential, decrypted, or `nil` if there is none for `userIdentifier`.
     func load(userIdentifier: String) async throws -> Credential?
 
+    /// Those of the credentials named that exist and can be read, decrypted, in no particular
+    /// order (a node applying other nodes' changes in a batch). One that is missing, or refused
+    /// by the store's checks, is left out: ask ``load(userIdentifier:)`` for it to learn which.
+    func load(userIdentifiers: [String]) async throws -> [Credential]
+
     /// Stores a new credential (enrolment).
     ///
     /// - Parameters:
@@ -97,6 +102,15 @@ public protocol CredentialStore: Sendable {
     func beginGrant(
         userIdentifier: String, startedAt: Timestamp, grouping: Duration, shouldStart: @escaping @Sendable (Credential) -> Bool
     ) async throws -> GrantStart?
+
+    /// Writes a grant's in-flight marker (``beginGrant(userIdentifier:startedAt:grouping:shouldStart:)``
+    /// by a read and this write): ``updateStatus(userIdentifier:status:expectedGeneration:)``,
+    /// which a shared store may make stricter (its marker also renews the node's refresh lease,
+    /// and fails when that lease has run out).
+    ///
+    /// - Returns: The credential's new generation.
+    /// - Throws: as ``updateStatus(userIdentifier:status:expectedGeneration:)``.
+    func writeGrantMarker(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64
 
     /// ``update(_:expectedGeneration:)`` for a result nobody is waiting for: the store may hold
     /// the write up to `grouping` so that it commits together with others (group commit). It
@@ -205,10 +219,24 @@ extension CredentialStore {
         guard shouldStart(credential) else { return .declined(credential) }
         credential.status.state = .refreshing
         credential.status.grantStartedAt = startedAt
-        credential.generation = try await updateStatus(
+        credential.generation = try await writeGrantMarker(
             userIdentifier: userIdentifier, status: credential.status, expectedGeneration: credential.generation
         )
         return .started(credential)
+    }
+
+    /// One read per credential.
+    public func load(userIdentifiers: [String]) async throws -> [Credential] {
+        var credentials: [Credential] = []
+        for user in userIdentifiers {
+            if let credential = try? await load(userIdentifier: user) { credentials.append(credential) }
+        }
+        return credentials
+    }
+
+    /// A marker is a status write.
+    public func writeGrantMarker(userIdentifier: String, status: RefreshStatus, expectedGeneration: Int64) async throws -> Int64 {
+        try await updateStatus(userIdentifier: userIdentifier, status: status, expectedGeneration: expectedGeneration)
     }
 
     /// Stores without group commit write at once.

@@ -7,9 +7,9 @@ import TokendJSON
 /// write and every row read, where `JSONEncoder`/`JSONDecoder` cost more than the rest of the
 /// row's decoding together. The text is the same either way (reader strings hold no character
 /// Foundation would escape differently), so existing stores read unchanged.
-enum ReaderListCoding {
+public enum ReaderListCoding {
     /// The column text for `readers`.
-    static func encode(_ readers: [Reader]) -> String {
+    public static func encode(_ readers: [Reader]) -> String {
         var output: [UInt8] = [UInt8(ascii: "[")]
         for (offset, reader) in readers.enumerated() {
             if offset > 0 { output.append(UInt8(ascii: ",")) }
@@ -20,13 +20,13 @@ enum ReaderListCoding {
     }
 
     /// Why a column text is not a reader list.
-    enum Problem: Error, Equatable {
+    public enum Problem: Error, Equatable {
         case notAnArrayOfStrings
         case unknownReader(String)
     }
 
     /// The readers in a column text.
-    static func decode(_ text: String) throws(Problem) -> [Reader] {
+    public static func decode(_ text: String) throws(Problem) -> [Reader] {
         guard case .array(let elements)? = try? JSONParser.parse(text, maximumDepth: 2) else { throw .notAnArrayOfStrings }
         var readers: [Reader] = []
         readers.reserveCapacity(elements.count)
