@@ -29,6 +29,7 @@ struct ConfigurationReferenceTests {
         case tokenFiles = "token_files"
         case metrics
         case store
+        case audit
 
         var description: String { rawValue }
 
@@ -46,6 +47,7 @@ struct ConfigurationReferenceTests {
             switch self {
             case .daemon: [.table(["daemon": .table([:])])]
             case .metrics: [.table(["metrics": .table([:])])]
+            case .audit: [.table(["audit": .table([:])])]
             case .tokenFiles: [.table(["token_files": .table(["alice": .table(["path": .string("/run/tokend/tokens/alice")])])])]
             case .store:
                 [
