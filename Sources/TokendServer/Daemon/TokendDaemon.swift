@@ -108,6 +108,8 @@ public final class TokendDaemon: Service {
             limits: limits, httpPool: httpPool, logger: logger, now: WallClock.now
         )
         await registry.useCoordination(opened.coordination)
+        let auditTrail = AuditTrail(logger: logger, enabled: configuration.audit.enabled)
+        registry.tokenFiles.useAudit(auditTrail)
         let count = try await registry.loadAll()
         let sharedFeed = startSharedStoreFeed(opened, registry: registry, view: view)
         let scheduler = Task { await registry.runScheduler() }
@@ -126,6 +128,7 @@ public final class TokendDaemon: Service {
             now: WallClock.now, connections: limiter, reloads: reloads, coordination: opened.coordination
         )
         router.administratorsConnections = administratorsLimiter
+        router.auditTrail = auditTrail
         let readerWarnings = ReaderWarnings(availability: ProgramFactsProbe.probe())
         router.readerWarnings = readerWarnings
         router.setupWarnings = setupWarnings
@@ -174,7 +177,7 @@ public final class TokendDaemon: Service {
         }
         let reloader = Reloader(
             daemon: self, current: configuration, settings: settings, registry: registry, limiter: limiter,
-            administratorsLimiter: administratorsLimiter
+            administratorsLimiter: administratorsLimiter, auditTrail: auditTrail
         )
 
         await withDiscardingTaskGroup { tasks in
