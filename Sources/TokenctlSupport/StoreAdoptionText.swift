@@ -8,13 +8,13 @@ public enum StoreAdoptionText {
     public static func render(_ adoption: StoreAdoption) -> String {
         var lines: [String] = []
         let would = adoption.dryRun ? "Would tag" : "Tagged"
-        var store = "Store \(adoption.storeID)"
-        if let recorded = adoption.recordedStoreID { store += " (this node knew store \(recorded))" }
+        var store = "Store \(shown(adoption.storeID))"
+        if let recorded = adoption.recordedStoreID { store += " (this node knew store \(shown(recorded)))" }
         lines.append(store)
         if adoption.schemaVersionBefore != adoption.schemaVersion {
             lines.append("Schema version \(adoption.schemaVersionBefore) → \(adoption.schemaVersion)")
         }
-        if let held = adoption.heldBecause { lines.append("This node served none of its credentials: \(held)") }
+        if let held = adoption.heldBecause { lines.append("This node served none of its credentials: \(shown(held))") }
         if adoption.taggedCount > 0 {
             lines.append("")
             lines.append(
@@ -50,16 +50,37 @@ public enum StoreAdoptionText {
         return lines.joined(separator: "\n")
     }
 
+    /// `text` (a column of the database, which whoever can write it chooses) as a terminal
+    /// shows it: control characters (a carriage return, an escape sequence that erases a line)
+    /// and the formatting characters that reorder text (bidirectional overrides and isolates) are
+    /// written as `\u{XX}`, never dropped or cut, so every reader of a row is on its line.
+    static func shown(_ text: String) -> String {
+        var result = ""
+        for scalar in text.unicodeScalars {
+            let value = scalar.value
+            if value < 0x20 || (0x7F..<0xA0).contains(value) || (0x200E...0x200F).contains(value)
+                || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value) || value == 0x061C
+            {
+                result += "\\u{\(String(value, radix: 16, uppercase: true))}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
     static func credentials(_ count: Int) -> String { count == 1 ? "1 credential" : "\(count) credentials" }
 
     /// One line per credential: name, provider, readers, owner, generation and problem.
     static func table(_ rows: [StoreAdoption.Credential], total: Int) -> [String] {
-        let width = min(40, rows.map(\.userIdentifier.count).max() ?? 0)
+        let width = min(40, rows.map { shown($0.userIdentifier).count }.max() ?? 0)
         var lines = rows.map { row in
-            var line = "  " + row.userIdentifier + String(repeating: " ", count: max(0, width - row.userIdentifier.count))
-            line += "  provider \(row.provider)  readers \(row.readers.isEmpty ? "-" : row.readers.joined(separator: ","))"
+            let user = shown(row.userIdentifier)
+            var line = "  " + user + String(repeating: " ", count: max(0, width - user.count))
+            line +=
+                "  provider \(shown(row.provider))  readers \(row.readers.isEmpty ? "-" : row.readers.map(shown).joined(separator: ","))"
             line += "  enrolled by uid \(row.enrolledUID)  generation \(row.generation)"
-            if let problem = row.problem { line += ": \(problem)" }
+            if let problem = row.problem { line += ": \(shown(problem))" }
             return line
         }
         if total > rows.count { lines.append("  … and \(total - rows.count) more") }

@@ -21,7 +21,8 @@ public struct StoreAdoption: Sendable, Hashable {
     public var schemaVersion: Int
     /// Why the node served none of the store's credentials before, if it did not.
     public var heldBecause: String?
-    /// Credentials without a tag, tagged as they stand (at most 200 listed; ``taggedCount`` in all).
+    /// Credentials without a tag, tagged as the last dry run showed them (at most 200 listed;
+    /// ``taggedCount`` in all).
     public var tagged: [Credential]
     public var taggedCount: Int
     /// Credentials whose tag of an earlier format checked out, tagged for this store.
@@ -40,8 +41,8 @@ public struct StoreAdoption: Sendable, Hashable {
 
 extension TokendClient {
     /// Confirms the shared store as it is now (administrators only): its id, its schema, the
-    /// credentials that carry no tag (tagged as they stand: check their readers first with
-    /// `dryRun`), and the node's record of it. `restored`: the store was restored from an older
+    /// credentials that carry no tag (tagged as a `dryRun` before showed them: check their
+    /// readers there first), and the node's record of it. `restored`: the store was restored from an older
     /// copy on purpose, so credentials older than the node had seen are served.
     ///
     /// - Throws: ``TokendClientError``: `permissionDenied`, `storageFailed` (a SQLite store, or

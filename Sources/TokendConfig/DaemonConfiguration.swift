@@ -51,6 +51,11 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var audit: AuditConfiguration = AuditConfiguration()
     /// Where credentials are kept (`[store]`): SQLite by default, or a shared PostgreSQL database.
     public var store: StoreConfiguration = .sqlite
+    /// The `LoadCredential=` socket (when not socket-activated): root only; `nil` (the default)
+    /// for none (`load_credential.socket`).
+    public var loadCredentialSocketPath: String?
+    /// What the `LoadCredential=` socket serves (`[load_credential]`).
+    public var loadCredential = LoadCredentialSettings()
     /// This node's name among those sharing a store (`daemon.node_name`); `nil` means the host name.
     public var nodeName: String?
 

@@ -52,6 +52,10 @@ public final class PostgresCredentialStore: CredentialStore {
     /// Why this node serves none of the store's rows until an administrator confirms the store
     /// (``StoreAdmission/hold(reason:)``), or nil.
     let heldReason = Mutex<String?>(nil)
+    /// The rows without a tag that this node's last adoption dry run listed, by user identifier,
+    /// as the tags adoption would give them: an adoption tags only those, unchanged since
+    /// (``adopt(_:)``).
+    let previewedTags = Mutex<[String: [UInt8]]>([:])
     /// Refused rows already reported, as "kind generation user", so a reconciliation does not
     /// report the same one again every interval.
     private let reportedRefusals = Mutex<Set<String>>([])

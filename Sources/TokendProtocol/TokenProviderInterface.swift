@@ -224,8 +224,9 @@ public enum TokenProviderInterface {
 
         # Confirms the shared PostgreSQL store as it is, after an administrator checked it: its id
         # (restored if it was deleted), its schema brought up to date, credentials without an
-        # authentication tag tagged as they stand (tagged; at most 200 listed per kind, the counts say
-        # how many in all), and this node's record of the store, so that a node holding the store
+        # authentication tag tagged as this node's last dry run showed them (tagged; one changed since,
+        # or with no dry run before, stays refused: run the dry run again; at most 200 listed per kind,
+        # the counts say how many in all), and this node's record of the store, so that a node holding the store
         # (another id, none, a lower schema version) serves it again. dryRun changes nothing.
         # restored: the store was restored from an older copy on purpose, so credentials older than
         # this node had seen (rolledBack) are served. Administrators only; a SQLite store answers

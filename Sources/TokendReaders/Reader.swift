@@ -203,10 +203,14 @@ public enum Reader: Sendable, Hashable, CustomStringConvertible {
         return (value[..<range.lowerBound], digest.lowercased())
     }
 
-    /// Absolute, at most ``maximumPathLength`` bytes, no NUL, no empty, `.` or `..` component
-    /// (so no `//` and no trailing `/`; `/` alone is refused).
+    /// Absolute, at most ``maximumPathLength`` bytes, no control character (NUL included: a
+    /// reader is shown to administrators, and a carriage return or escape in it could redraw what
+    /// they read), no empty, `.` or `..` component (so no `//` and no trailing `/`; `/` alone is
+    /// refused).
     static func isPath(_ path: Substring) -> Bool {
-        guard path.first == "/", path.utf8.count <= maximumPathLength, !path.utf8.contains(0) else { return false }
+        guard path.first == "/", path.utf8.count <= maximumPathLength,
+            !path.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+        else { return false }
         return path.dropFirst().split(separator: "/", omittingEmptySubsequences: false).allSatisfy {
             $0 != "" && $0 != "." && $0 != ".."
         }
@@ -283,7 +287,7 @@ public struct ReaderParseError: Error, Sendable, Hashable, CustomStringConvertib
                 + "\(Reader.maximumUnitLength) bytes: ASCII letters, digits, ':', '-', '_', '.', '\\' and '@')"
         case .invalidPath:
             return "reader '\(shown)' has no valid executable path (absolute, at most \(Reader.maximumPathLength) bytes, "
-                + "no empty, '.' or '..' component, no trailing '/'; optionally @sha256: and 64 hex digits)"
+                + "no control character, no empty, '.' or '..' component, no trailing '/'; optionally @sha256: and 64 hex digits)"
         case .invalidCombination:
             return "reader '\(shown)' joins readers with '+' other than uid:N or user:NAME + unit:NAME or exe:PATH"
         }

@@ -25,7 +25,8 @@ extension Tokenctl.Store {
                 schema version went down, or this node's record of it cannot be read. It never tags \
                 a credential that carries no tag (a store from before row authentication, or a row \
                 whose tag was removed). After checking the store, adopt it on each node: its schema \
-                is brought up to date, credentials without a tag are tagged as they stand, and the \
+                is brought up to date, credentials without a tag are tagged as this node's last \
+                --dry-run listed them (one changed since, or never listed, stays refused), and the \
                 node records the store. Run with --dry-run first: it lists what adoption would do, \
                 with who may read each credential it would vouch for, and changes nothing. \
                 Adoption reads every credential of the store: for a large store, give --timeout \

@@ -11,7 +11,7 @@ import Testing
 /// - the file as installed parses, and its administrators are a group the package creates;
 /// - with every commented-out setting turned on, it still parses, and every key in it is a key
 ///   of `docs/configuration.md`;
-/// - every documented key of `[daemon]`, `[metrics]` and `[store]` appears in it;
+/// - every documented key of `[daemon]`, `[metrics]`, `[store]` and `[load_credential]` appears in it;
 /// - a commented-out setting whose comment says neither "e.g." nor "required" shows the built-in
 ///   default: taking it out of the file changes nothing the parser makes of it.
 struct ConfigurationExampleFileTests {
@@ -101,6 +101,15 @@ struct ConfigurationExampleFileTests {
                 }
             case .daemon, .metrics, .store, .audit:
                 keys += members.keys.map { ConfigurationReferenceTests.Key(family: family, name: $0) }
+            case .loadCredential:
+                keys += members.keys.map { ConfigurationReferenceTests.Key(family: family, name: $0) }
+                if case .table(let ids)? = members["ids"] {
+                    for case .table(let entry) in ids.values {
+                        keys += entry.keys.map { ConfigurationReferenceTests.Key(family: .loadCredentialIDs, name: $0) }
+                    }
+                }
+            case .loadCredentialIDs:
+                Issue.record("'load_credential.ids' is no top-level table")
             }
         }
         return keys
@@ -142,7 +151,7 @@ struct ConfigurationExampleFileTests {
         }
     }
 
-    @Test(arguments: [ConfigurationReferenceTests.Family.daemon, .metrics, .store])
+    @Test(arguments: [ConfigurationReferenceTests.Family.daemon, .metrics, .store, .loadCredential, .loadCredentialIDs])
     func everyDocumentedKeyIsInTheExample(family: ConfigurationReferenceTests.Family) throws {
         let shown = Set(Self.keys(of: try TOMLDocument.parse(try Self.example().full, file: "example")))
         let documented = try ConfigurationReferenceTests.documentedKeys().keys.filter { $0.family == family }

@@ -240,21 +240,25 @@ struct PostgresRowIntegrityTests {
         }
     }
 
+    /// alice's and bob's rows in a store at schema 3, as a build from before row tags left it.
+    static func storeFromBeforeRowTags(_ server: PostgresServer) async throws {
+        let store = try await Fixture.open(server, node: "a")
+        _ = try await store.insert(Fixture.credential("alice", access: "kept"), replacing: false)
+        _ = try await store.insert(Fixture.credential("bob"), replacing: false)
+        try await store.close()
+        try await server.psql(
+            """
+            ALTER TABLE tokend_credentials DROP COLUMN row_mac, DROP COLUMN refresh_token_expires_at, DROP COLUMN relogin_warnings;
+            DELETE FROM tokend_schema WHERE version >= 4
+            """)
+    }
+
     /// A store written before rows were authenticated (schema 3): a node migrates its schema
     /// but tags none of its rows; they are refused until an administrator adopts them, which
-    /// lists them (a dry run changes nothing) and tags them as they stand.
+    /// lists them (a dry run changes nothing) and tags them as the dry run showed them.
     @Test func rowsStoredBeforeAuthenticationAreTaggedOnlyByAnAdministrator() async throws {
         try await withServer { server in
-            let store = try await Fixture.open(server, node: "a")
-            _ = try await store.insert(Fixture.credential("alice", access: "kept"), replacing: false)
-            _ = try await store.insert(Fixture.credential("bob"), replacing: false)
-            try await store.close()
-            // Back to schema 3, as an older build left it.
-            try await server.psql(
-                """
-                ALTER TABLE tokend_credentials DROP COLUMN row_mac, DROP COLUMN refresh_token_expires_at, DROP COLUMN relogin_warnings;
-                DELETE FROM tokend_schema WHERE version >= 4
-                """)
+            try await Self.storeFromBeforeRowTags(server)
             let upgraded = try await Fixture.open(server, node: "b")
             #expect(try await server.psql("SELECT count(*) FROM tokend_credentials WHERE row_mac IS NOT NULL") == "0")
             await #expect(throws: StorageError.self) { try await upgraded.load(userIdentifier: "alice") }

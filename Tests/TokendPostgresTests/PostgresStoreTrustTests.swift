@@ -149,9 +149,12 @@ struct PostgresStoreTrustTests {
             await #expect(throws: StorageError.self) { try await fresh.load(userIdentifier: "alice") }
             #expect(try await server.psql("SELECT count(*) FROM tokend_credentials WHERE row_mac IS NOT NULL") == "0")
             try await fresh.close()
-            // The administrator sees the added reader before vouching for the row.
+            // The administrator sees the added reader; this node, which served the row with its
+            // tag, does not vouch for it without one.
             let preview = try #require(try await restarted?.adopt(StoreAdoptionRequest(dryRun: true)))
-            #expect(preview.tagged.map(\.readers) == [["uid:1000", "uid:65534"]])
+            #expect(preview.tagged.isEmpty)
+            #expect(preview.refused.map(\.readers) == [["uid:1000", "uid:65534"]])
+            #expect(preview.refused.first?.problem?.contains("seen it authenticated") == true, "\(preview.refused)")
             #expect(preview.heldBecause?.contains("lower than the version 6") == true)
             #expect(restarted?.isHeld == true)
             try await restarted?.close()

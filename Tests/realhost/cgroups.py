@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
 from pathlib import Path
 
 _FS = Path("/sys/fs/cgroup")
@@ -30,13 +29,15 @@ def hierarchies() -> list[Path]:
 
 
 class Scope:
-    """`tokend-realhost-<tag>-<random>` in every hierarchy; a context manager that removes it."""
+    """The directory `name` in every hierarchy, made unless `existing`; a context manager that
+    removes it."""
 
-    def __init__(self, tag: str):
-        self.name = f"tokend-realhost-{tag}-{uuid.uuid4().hex[:8]}"
+    def __init__(self, name: str, existing: bool = False):
+        self.name = name
         self.paths = [root / self.name for root in hierarchies()]
         for path in self.paths:
-            path.mkdir()
+            if not existing:
+                path.mkdir()
 
     def __enter__(self) -> Scope:
         return self

@@ -179,7 +179,8 @@ class Host:
         self.machine.run([*args, name])
 
     def background(self, name: str, argv: list[str], user: str | None = None):
-        """Starts a long-running command inside; its output goes to WORK/NAME.log."""
+        """Starts a long-running command inside; its output goes to WORK/NAME.log. End it with
+        `machine.end(process)`, or leave it to the machine's stop."""
         return self.machine.spawn(argv, self.work / f"{name}.log", user=user)
 
     def log_of(self, name: str) -> str:

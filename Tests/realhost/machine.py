@@ -16,12 +16,12 @@ import shlex
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import cgroups
+import leftovers
 
 WORK_ROOT = Path(os.environ.get("TOKEND_REALHOST_WORK", "/var/tmp"))
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -55,7 +55,7 @@ class Machine:
         self.stack = list(stack)
         self.binds = list(binds)
         self.log = log
-        self.name = f"tokend-rh-{uuid.uuid4().hex[:10]}"
+        self.name = leftovers.owned_name("tokend-rh")
         self.work = WORK_ROOT / self.name
         self.root = self.work / "root"
         self.leader: int | None = None
@@ -79,8 +79,8 @@ class Machine:
     def boot(self, timeout: float = 90) -> float:
         """Boots systemd; returns the seconds until `systemctl is-system-running` answered."""
         started = time.monotonic()
-        self._scope = cgroups.Scope("machine")
-        self._exec_scope = cgroups.Scope("exec")
+        self._scope = cgroups.Scope(leftovers.owned_name("tokend-realhost-machine"))
+        self._exec_scope = cgroups.Scope(leftovers.owned_name("tokend-realhost-exec"))
         command = [
             "systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit", "--private-network",
             f"--machine={self.name}", "--console=pipe", f"--directory={self.root}",
@@ -144,12 +144,12 @@ class Machine:
         self.leader = None
         if self._mounted:
             # Mounts nspawn left in the host's namespace below the root (none expected).
-            for mount in sorted(_mounts_below(self.root), key=len, reverse=True):
+            for mount in sorted(leftovers.mounts_below(self.root), key=len, reverse=True):
                 subprocess.run(["umount", "--lazy", mount], timeout=30)
             subprocess.run(["umount", str(self.root)], check=False, timeout=60)
             self._mounted = False
         if self.work.exists():
-            if _mounts_below(self.work):
+            if leftovers.mounts_below(self.work):
                 errors.append(f"{self.work} still has mounts; left in place")
             else:
                 subprocess.run(["rm", "-rf", "--one-file-system", str(self.work)], timeout=120)
@@ -225,6 +225,13 @@ class Machine:
         self._background.append(process)
         return process
 
+    def end(self, process: subprocess.Popen) -> None:
+        """Ends a process of `spawn` and what it started inside (`Popen.kill` would end only
+        nsenter and leave the command running inside)."""
+        _kill_process(process)
+        if process in self._background:
+            self._background.remove(process)
+
     def write(self, path: str, text: str, mode: str = "0644", owner: str = "root:root") -> None:
         """Writes a file inside (its folder must exist)."""
         self.run(
@@ -296,23 +303,42 @@ def _container_init(nspawn_pid: int) -> int | None:
     return None
 
 
-def _mounts_below(path: Path) -> list[str]:
-    prefix = str(path).rstrip("/") + "/"
-    found = []
-    with open("/proc/self/mountinfo") as mountinfo:
-        for line in mountinfo:
-            point = line.split()[4].replace("\\040", " ")
-            if point.startswith(prefix):
-                found.append(point)
-    return found
-
-
 def _kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL to the process group of `process` (started with start_new_session=True)."""
+    """SIGKILL to the process group of `process` (started with start_new_session=True): first to
+    what runs inside, so that nsenter (the group's leader) reaps its child and exits, then to
+    whatever is left. Killed first, nsenter would leave its child to the host's PID 1 (the
+    parent's namespace decides who reaps an orphan), and until that init reaps the zombie, the
+    container's systemd waits for it at poweroff (10 s)."""
+    inside = [pid for pid in _group_members(process.pid) if pid != process.pid]
+    for pid in inside:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if inside:
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _group_members(group: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
+            members.append(int(entry))
+    return members
 
 
 def _kill_process(process: subprocess.Popen) -> None:

@@ -9,7 +9,8 @@ see roots.py), boots a throwaway overlay of it per run with `systemd-nspawn --bo
 scripts/install and the by-hand steps of docs/operations.md, or the .deb packages with apt-get),
 runs the scenarios inside as root and as other local users with systemctl, journalctl,
 systemd-run and loginctl, and stops and removes everything it started, also on failure, SIGINT
-and SIGTERM. Python 3 standard library only; runs as root.
+and SIGTERM; what a run killed outright (SIGKILL) left, the next run removes (leftovers.py).
+Python 3 standard library only; runs as root.
 
 Adding a scenario
 -----------------
@@ -24,7 +25,7 @@ Write a function in a module of scenarios/ (or a new module, imported in scenari
                                    "tokenctl", "token", "svc"], check=False)
         checks.expect(result.out.strip() == token, "backup.service reads svc", result)
 
-- `host` (host.Host): `machine.run/sh/write/show/journal/wait_for` (machine.py) run commands
+- `host` (host.Host): `machine.run/sh/write/show/journal/wait_for/end` (machine.py) run commands
   inside as root or `user=`; `tokenctl`, `systemctl`, `ensure_running`, `restoring_config`,
   `add_config`, `add_credential`, `ensure_user`, `journal_since`, `background` (host.py). Every
   command and wait has a deadline. Users alice (uid 1000) and bob (1001) exist; the provider
@@ -40,6 +41,9 @@ Write a function in a module of scenarios/ (or a new module, imported in scenari
 - An operator example in the docs is run as written by marking its code block
   (`<!-- realhost: NAME -->`, see docs.py) and running `docs.snippet(path, NAME)` inside.
 - A scenario that shows a bug is first run against the unfixed build and seen to fail.
+- Run it alone with `scripts/realhost my-check` (`--list` shows every scenario); a tool the
+  scenario needs inside that the package does not depend on goes into a layer of
+  roots.FLAVOURS, never into "minimal" (scenario c proves the package on minbase + Depends:).
 """
 
 from __future__ import annotations
@@ -51,13 +55,13 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import docs  # noqa: E402
+import leftovers  # noqa: E402
 import roots  # noqa: E402
 import scenarios  # noqa: E402,F401  (registers the scenarios)
 from harness import SCENARIOS, Outcome, run_scenario  # noqa: E402
@@ -102,7 +106,8 @@ def main() -> int:
     debs = arguments.debs.resolve() if arguments.debs else None
     venv = Path(os.environ["TOKEND_VENV"]) if os.environ.get("TOKEND_VENV") else None
     binds = _runtime_folders(bin_dir) if bin_dir else []
-    work = WORK_ROOT / f"tokend-realhost-run-{uuid.uuid4().hex[:8]}"
+    leftovers.sweep(WORK_ROOT, log)
+    work = WORK_ROOT / leftovers.owned_name("tokend-realhost-run")
     work.mkdir(parents=True)
 
     outcomes: list[Outcome] = []

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cgroups
+import leftovers
 
 CACHE = Path(os.environ.get("TOKEND_REALHOST_CACHE", "/var/cache/tokend-realhost"))
 MIRROR = os.environ.get("TOKEND_REALHOST_MIRROR", "http://deb.debian.org/debian")
@@ -150,7 +151,7 @@ def _install_layer(layer: Layer, building: Path, log) -> None:
             f"apt-get install -y -qq --no-install-recommends {' '.join(layer.packages)} >/dev/null; apt-get clean; "
             "rm -rf /var/lib/apt/lists/*"
         )
-        with cgroups.Scope(f"layer-{layer.name}") as scope:
+        with cgroups.Scope(leftovers.owned_name("tokend-realhost-layer")) as scope:
             _run_logged(
                 ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--resolv-conf=copy-host",
                  "-D", str(merged), "/bin/sh", "-c", script],

@@ -51,7 +51,7 @@ func (e *ReaderError) Error() string {
 	case ReaderInvalidUnit:
 		return fmt.Sprintf("reader '%s' has no valid unit name (a .service or .scope unit of at most 255 bytes: ASCII letters, digits, ':', '-', '_', '.', '\\' and '@')", shown)
 	case ReaderInvalidPath:
-		return fmt.Sprintf("reader '%s' has no valid executable path (absolute, at most 4095 bytes, no empty, '.' or '..' component, no trailing '/'; optionally @sha256: and 64 hex digits)", shown)
+		return fmt.Sprintf("reader '%s' has no valid executable path (absolute, at most 4095 bytes, no control character, no empty, '.' or '..' component, no trailing '/'; optionally @sha256: and 64 hex digits)", shown)
 	case ReaderInvalidCombination:
 		return fmt.Sprintf("reader '%s' joins readers with '+' other than uid:N or user:NAME + unit:NAME or exe:PATH", shown)
 	default:
@@ -193,10 +193,10 @@ func splitReaderDigest(value string) (path, digest string) {
 	return value[:mark], digest
 }
 
-// validReaderPath: absolute, at most 4095 bytes, no NUL, no empty, '.' or '..' component and
-// no trailing '/' ("/" alone included).
+// validReaderPath: absolute, at most 4095 bytes, no control character (NUL included), no
+// empty, '.' or '..' component and no trailing '/' ("/" alone included).
 func validReaderPath(path string) bool {
-	if !strings.HasPrefix(path, "/") || len(path) > maxReaderPathBytes || strings.IndexByte(path, 0) >= 0 {
+	if !strings.HasPrefix(path, "/") || len(path) > maxReaderPathBytes || strings.IndexFunc(path, unicode.IsControl) >= 0 {
 		return false
 	}
 	for _, component := range strings.Split(path[1:], "/") {

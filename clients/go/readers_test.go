@@ -90,7 +90,7 @@ func TestAddCredentialRefusesABadReaderBeforeSending(t *testing.T) {
 // the caller's /proc/PID/exe. This test binary, named with its uid and the sha256 of its contents
 // (sent in upper case, stored in lower case), reads; a credential for another program is refused.
 func TestAProgramReaderAdmitsThisTestProgramAndNoOther(t *testing.T) {
-	p, _, c := setUp(t)
+	p, d, c := setUp(t)
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +120,13 @@ func TestAProgramReaderAdmitsThisTestProgramAndNoOther(t *testing.T) {
 	if err != nil || len(status.Credentials) != 1 || fmt.Sprint(status.Credentials[0].Readers) != fmt.Sprint([]string{mine}) {
 		t.Fatalf("Status = %+v, %v; want the one reader %s", status, err, mine)
 	}
+	// A connection accepted while no credential had a program reader carries no writer's
+	// stamps, so program readers refuse its calls: the program connects again.
+	if _, err := c.Token(ctx, "go-program-mine", 0, ""); !errors.Is(err, tokend.ErrPermissionDenied) {
+		t.Errorf("Token on a connection older than the first program reader: %v; want PermissionDenied", err)
+	}
+	c = d.client()
+	t.Cleanup(func() { c.Close() })
 	if credentials, err := c.Token(ctx, "go-program-mine", 0, ""); err != nil || credentials.AccessToken != minted.AccessToken {
 		t.Errorf("Token with reader %s: %v", mine, err)
 	}

@@ -26,6 +26,8 @@ struct SocketListener {
     let logger: Logger
     /// Every open client connection, for a graceful stop.
     let connections = OpenConnections()
+    /// What the `LoadCredential=` socket serves (``SocketRole/loadCredential``).
+    let loadCredentials: LoadCredentialService
     /// Calls by method and error.
     var requestMetrics = RequestMetrics()
 
@@ -64,6 +66,7 @@ struct SocketListener {
     }
 
     private func bootstrap(group: any EventLoopGroup, role: SocketRole) -> ServerBootstrap {
+        if role == .loadCredential { return loadCredentials.bootstrap(group: group, connections: connections) }
         let router = self.router
         let limiter = role == .administrators ? administratorsLimiter : self.limiter
         let limits = self.limits

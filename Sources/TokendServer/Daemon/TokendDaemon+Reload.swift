@@ -90,6 +90,7 @@ extension TokendDaemon {
             var changed: [String] = []
             if old.socketPath != new.socketPath { changed.append("daemon.socket") }
             if old.adminSocketPath != new.adminSocketPath { changed.append("daemon.admin_socket") }
+            if old.loadCredentialSocketPath != new.loadCredentialSocketPath { changed.append("load_credential.socket") }
             if old.socketMode != new.socketMode { changed.append("daemon.socket_mode") }
             if old.stateDirectory != new.stateDirectory { changed.append("daemon.state_directory") }
             if old.keyFile != new.keyFile { changed.append("daemon.key_file") }

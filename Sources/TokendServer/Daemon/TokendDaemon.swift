@@ -141,10 +141,12 @@ public final class TokendDaemon: Service {
                 maximumMessageBytes: configuration.maxMessageBytes, maximumPendingCalls: configuration.maxPipelinedCalls,
                 messageTimeout: TimeAmount(configuration.messageTimeout)
             ),
-            logger: logger
+            logger: logger,
+            loadCredentials: LoadCredentialService(view: view, registry: registry, settings: settings, logger: logger, now: WallClock.now)
         )
         // The administrators' socket accepts and serves on a thread of its own: no other user's
-        // connections, accepted or refused, queue ahead of an administrator's there.
+        // connections, accepted or refused, queue ahead of an administrator's there. So does the
+        // LoadCredential= socket, root's too: a unit starting does not wait behind a flood.
         let administratorsLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { administratorsLoop.shutdownGracefully { _ in } }
         // Metrics first: once a client can connect, everything tokend serves is up.
@@ -166,7 +168,7 @@ public final class TokendDaemon: Service {
         notifier.notify(.ready, .status(statusText))
         var readyMetadata: Logger.Metadata = ["credentials": "\(count)", "version": "\(DaemonInfo.version)"]
         for socket in sockets {
-            readyMetadata[socket.role == .varlink ? "socket" : "admin_socket"] = "\(socket.description)"
+            readyMetadata[socket.role.logKey] = "\(socket.description)"
         }
         logger.notice("tokend ready", metadata: readyMetadata)
 
@@ -217,13 +219,14 @@ public final class TokendDaemon: Service {
         let description: String
     }
 
-    /// The sockets to serve: those systemd passed, by name, or else the public socket and (unless
-    /// `daemon.admin_socket` is empty) the administrators' socket, bound here.
+    /// The sockets to serve: those systemd passed, by name, or else the public socket, (unless
+    /// `daemon.admin_socket` is empty) the administrators' socket and (when
+    /// `load_credential.socket` is set) the `LoadCredential=` socket, bound here.
     private func listen(_ listener: SocketListener, administratorsLoop: any EventLoopGroup) async throws -> [ListeningSocket] {
         func group(for role: SocketRole) -> any EventLoopGroup {
             switch role {
             case .varlink: self.group
-            case .administrators: administratorsLoop
+            case .administrators, .loadCredential: administratorsLoop
             }
         }
         if ListenFDs.parse(environment: environment, pid: getpid()) != nil, let passed = try ListenFDs.take() {
@@ -232,6 +235,7 @@ public final class TokendDaemon: Service {
         var sockets: [ListeningSocket] = []
         var wanted: [(SocketRole, String, UInt32)] = [(.varlink, configuration.socketPath, configuration.socketMode)]
         if let path = configuration.adminSocketPath { wanted.append((.administrators, path, SocketRole.administratorsMode)) }
+        if let path = configuration.loadCredentialSocketPath { wanted.append((.loadCredential, path, SocketRole.loadCredentialMode)) }
         do {
             for (role, path, mode) in wanted {
                 try makeDirectory(parentOf: path, mode: 0o755)
@@ -279,8 +283,8 @@ public final class TokendDaemon: Service {
             }
             guard sockets.contains(where: { $0.role == .varlink }) else {
                 throw ListenerError(
-                    "the service manager passed no public socket, only the administrators' (FileDescriptorName=\(SocketRole.administrators.descriptorName))"
-                )
+                    "the service manager passed no public socket, only "
+                        + sockets.map { "FileDescriptorName=\($0.role.descriptorName)" }.joined(separator: " and "))
             }
         } catch {
             for socket in sockets { try? await socket.channel.close() }

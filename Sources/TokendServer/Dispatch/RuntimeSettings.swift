@@ -11,6 +11,8 @@ final class RuntimeSettings: Sendable {
         var tokenFiles: [String: TokenFileConfiguration] = [:]
         /// Per-uid limits for credentials and calls in flight (connections: ``ConnectionLimiter``).
         var quotas = UserQuotas()
+        /// What the `LoadCredential=` socket serves (`[load_credential]`).
+        var loadCredential = LoadCredentialSettings()
 
         /// The rules for adding credentials, from the access policy, the quotas, the names token
         /// files refer to and the providers' `allow_self_enrolment`. Built per enrolment (not on
@@ -47,7 +49,8 @@ final class RuntimeSettings: Sendable {
             providers: configuration.providers,
             callTimeout: configuration.callTimeout,
             tokenFiles: configuration.tokenFiles,
-            quotas: configuration.quotas
+            quotas: configuration.quotas,
+            loadCredential: configuration.loadCredential
         )
         return (values, unresolved)
     }

@@ -45,7 +45,7 @@ public struct StoreAdoptionReport: Sendable, Hashable {
     public var schemaVersion: Int
     /// Why the node held the store before, if it did.
     public var heldBecause: String?
-    /// Rows without a tag, tagged as they stand: check their readers.
+    /// Rows without a tag, tagged as the last dry run showed them: check their readers.
     public var tagged: [Row]
     /// Rows whose tag of the earlier format checked out, tagged for this store.
     public var carriedOver: Int
@@ -82,7 +82,7 @@ public struct StoreAdoptionReport: Sendable, Hashable {
 /// confirm (the shared PostgreSQL store; `tokenctl store adopt`).
 public protocol AdoptableStore: CredentialStore {
     /// Confirms the store as it is now: its id, its schema brought up to date, rows without a
-    /// tag tagged as they stand, and this node's record of it.
+    /// tag tagged as this node's last dry run showed them, and this node's record of it.
     func adopt(_ request: StoreAdoptionRequest) async throws -> StoreAdoptionReport
 
     /// Every credential's generation, by user identifier, to load what adoption let in.

@@ -4,6 +4,7 @@
 # ruff: noqa: I001, F401
 from scenarios import service
 from scenarios import readers
+from scenarios import loadcredential
 from scenarios import desktop
 from scenarios import examples
 from scenarios import upgrade

@@ -67,7 +67,7 @@ def test_the_daemon_stores_the_canonical_readers(client, user, pool):
     assert client.token(user).access_token  # this process holds the group
 
 
-def test_a_program_reader_admits_this_interpreter_and_no_other_program(client, user, pool):
+def test_a_program_reader_admits_this_interpreter_and_no_other_program(client, user, pool, daemon):
     """The daemon matches an exe: reader against the caller's /proc/PID/exe: this interpreter, named
     with its uid and its sha256 (sent in upper case, stored in lower case), reads; a credential for
     another program is refused."""
@@ -77,9 +77,12 @@ def test_a_program_reader_admits_this_interpreter_and_no_other_program(client, u
     response = pool.take()
     client.add_token_response(user, PROVIDER, response, readers=[mine[:-64] + digest.upper()])
     assert client.status(user).credentials[0].readers == (mine,)
-    assert client.token(user).access_token == response["access_token"]
+    # A connection accepted while no credential had a program reader carries no writer's stamps,
+    # and program readers refuse its calls: the program connects again.
+    with tokend.Client(daemon.socket_path, timeout=10) as again:
+        assert again.token(user).access_token == response["access_token"]
 
-    other = "uid:%d+exe:/usr/bin/false" % os.getuid()
-    client.add_token_response(user, PROVIDER, pool.take(), readers=[other], replace=True)
-    with pytest.raises(tokend.PermissionDeniedError):
-        client.token(user)
+        other = "uid:%d+exe:/usr/bin/false" % os.getuid()
+        client.add_token_response(user, PROVIDER, pool.take(), readers=[other], replace=True)
+        with pytest.raises(tokend.PermissionDeniedError):
+            again.token(user)

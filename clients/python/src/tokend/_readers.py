@@ -110,8 +110,12 @@ def _split_digest(value: str) -> tuple[str, str | None]:
 
 
 def _is_path(path: str) -> bool:
-    """Absolute, 1 to 4095 bytes, no NUL, no empty, '.' or '..' component, no trailing '/'."""
-    if not path.startswith("/") or "\0" in path or len(path.encode("utf-8", "surrogatepass")) > MAXIMUM_PATH_BYTES:
+    """Absolute, 1 to 4095 bytes, no control character, no empty, '.' or '..' component, no trailing '/'."""
+    if (
+        not path.startswith("/")
+        or any(_is_control(ch) for ch in path)
+        or len(path.encode("utf-8", "surrogatepass")) > MAXIMUM_PATH_BYTES
+    ):
         return False
     return all(component not in ("", ".", "..") for component in path[1:].split("/"))
 
@@ -136,8 +140,8 @@ def _message(problem: str, text: str) -> str:
         )
     if problem == "invalid-path":
         return (
-            "reader '%s' has no valid executable path (absolute, at most 4095 bytes, no empty, '.' or '..' "
-            "component, no trailing '/'; optionally @sha256: and 64 hex digits)" % shown
+            "reader '%s' has no valid executable path (absolute, at most 4095 bytes, no control character, "
+            "no empty, '.' or '..' component, no trailing '/'; optionally @sha256: and 64 hex digits)" % shown
         )
     if problem == "invalid-combination":
         return "reader '%s' joins readers with '+' other than uid:N or user:NAME + unit:NAME or exe:PATH" % shown
