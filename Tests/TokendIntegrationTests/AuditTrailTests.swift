@@ -280,6 +280,37 @@ struct AuditTrailTests {
         #expect(!daemon.log.contains(token))
     }
 
+    @Test(.enabled(if: CgroupHierarchy.root != nil, "no writable cgroup v2 hierarchy (root needed)"))
+    func loadCredentialDeliveriesAndRefusalsAreRecords() async throws {
+        let units = try ProgramReaderTests.Units(more: ["backup.service"])
+        let token = Tokens.random("LC-ACCESS-")
+        let daemon = try await LoadCredentialTests.daemon([("svc", ["unit:backup.service"], token)])
+        let socket = daemon.directory.file("credential.sock")
+        let read = try await LoadCredentialTests.load(
+            socket, name: LoadCredentialTests.systemdName(unit: "backup.service", id: "svc"), unit: "backup.service", units: units)
+        #expect(read == token)
+        let refused = try await LoadCredentialTests.load(
+            socket, name: LoadCredentialTests.systemdName(unit: "other.service", id: "svc"), unit: "other.service", units: units)
+        #expect(refused == "")
+        let records = try await Self.waitForRecords(daemon) { records in
+            records.filter { $0["audit_method"] == "LoadCredential" }.count >= 2
+        }
+        let loads = records.filter { $0["audit_method"] == "LoadCredential" }
+        let delivered = try #require(loads.first { $0["message_id"] == Self.releasedID })
+        #expect(delivered["user_identifier"] == "svc")
+        #expect(delivered["audit_caller_unit"] == "backup.service")
+        #expect(delivered["audit_credential_id"] == "svc")
+        #expect(delivered["audit_caller_uid"] == "0")
+        #expect(delivered["audit_token_sha256"] == (try await Self.fingerprint(token)))
+        let denied = try #require(loads.first { $0["message_id"] == Self.refusedID })
+        #expect(denied["audit_caller_unit"] == "other.service")
+        #expect(denied["audit_reason"]?.isEmpty == false)
+        #expect(denied["audit_token_sha256"] == nil)
+        _ = try await daemon.stop()
+        await units.remove()
+        #expect(!daemon.log.contains(token))
+    }
+
     @Test func theAuditTrailCanBeTurnedOff() async throws {
         let daemon = try DaemonProcess(configuration: DaemonProcess.configuration() + "\n[audit]\nenabled = false\n")
         try await daemon.start()

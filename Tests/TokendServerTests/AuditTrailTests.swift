@@ -40,11 +40,11 @@ struct AuditTrailUnitTests {
         let capture = Capture()
         let trail = AuditTrail(logger: capture.logger, enabled: true)
         trail.delivery(
-            credential: "backup", method: "LoadCredential", unit: "backup.service", caller: Self.caller,
+            credential: "backup", method: "LoadCredential", unit: "backup.service", uid: 1000, pid: 0,
             fingerprint: TokenFingerprint(of: "SECRET-TOKEN-abc"), refusal: nil)
         trail.delivery(
-            credential: "backup", method: "LoadCredential", unit: "other.service", caller: nil, fingerprint: nil,
-            refusal: "the unit is not a reader")
+            credential: "backup", method: "LoadCredential", unit: "other.service", uid: 0, pid: 0, fingerprint: nil,
+            refusal: "the unit is not a reader", extra: ["audit_credential_id": "svc"])
         let events = capture.events.withLock { $0 }
         try #require(events.count == 2)
         let (released, refused) = (events[0].metadata, events[1].metadata)
@@ -62,7 +62,28 @@ struct AuditTrailUnitTests {
         #expect(refused["audit_reason"] == "the unit is not a reader")
         #expect(refused["audit_caller_unit"] == "other.service")
         #expect(refused["audit_token_sha256"] == nil)
+        #expect(refused["audit_credential_id"] == "svc")
         for event in events { #expect(!"\(event)".contains("SECRET-TOKEN")) }
+    }
+
+    @Test func aLoadCredentialRefusalIsARecordWithItsReason() throws {
+        let capture = Capture()
+        let trail = AuditTrail(logger: capture.logger, enabled: true)
+        let record = LoadCredentialRecord(
+            uid: 0, pid: 0,
+            request: try LoadCredentialName.parse(peerPath: [0] + Array("bf71c8515d83f9db/unit/backup.service/svc".utf8)).get(),
+            credential: "svc", result: .refused(.otherUnit(asked: "backup.service", seen: "cron.service")))
+        record.audit(trail, delivered: nil)
+        let events = capture.events.withLock { $0 }
+        try #require(events.count == 1)
+        let fields = events[0].metadata
+        #expect(events[0].message == "token refused")
+        #expect(fields["audit_method"] == "LoadCredential")
+        #expect(fields["user_identifier"] == "svc")
+        #expect(fields["audit_credential_id"] == "svc")
+        #expect(fields["audit_caller_unit"] == "cron.service")
+        #expect(fields["audit_requested_unit"] == "backup.service")
+        #expect(fields["audit_reason"]?.isEmpty == false)
     }
 
     @Test func aConnectionsRepeatedRefusalsAreCountedAtItsClose() throws {
@@ -85,12 +106,14 @@ struct AuditTrailUnitTests {
         let capture = Capture()
         let trail = AuditTrail(logger: capture.logger, enabled: false)
         trail.delivery(
-            credential: "a", method: "LoadCredential", unit: "a.service", caller: nil, fingerprint: TokenFingerprint(of: "t"), refusal: nil)
+            credential: "a", method: "LoadCredential", unit: "a.service", uid: 0, pid: 0, fingerprint: TokenFingerprint(of: "t"),
+            refusal: nil)
         trail.connection(of: Self.caller).refused("a", to: Self.caller, method: "m", reason: "r")
         #expect(capture.events.withLock { $0.isEmpty })
         trail.setEnabled(true)
         trail.delivery(
-            credential: "a", method: "LoadCredential", unit: "a.service", caller: nil, fingerprint: TokenFingerprint(of: "t"), refusal: nil)
+            credential: "a", method: "LoadCredential", unit: "a.service", uid: 0, pid: 0, fingerprint: TokenFingerprint(of: "t"),
+            refusal: nil)
         #expect(capture.events.withLock { $0.count } == 1)
     }
 }

@@ -72,25 +72,32 @@ final class AuditTrail: Sendable {
         write(.first(key, record))
     }
 
-    /// A delivery of a credential's token outside the socket's calls (`LoadCredential=`): one
-    /// record, released or refused, with the unit it went to.
+    /// A delivery of a credential's token outside the socket's calls (`LoadCredential=`), or its
+    /// refusal: one record each (one connection is one delivery).
     ///
     /// - Parameters:
     ///   - credential: The credential (user identifier) asked for; `-` when the request named none.
     ///   - method: What delivered it, e.g. `LoadCredential`.
-    ///   - unit: The unit the token went to (or was refused to), if known.
-    ///   - caller: The connecting process, if known.
+    ///   - unit: The unit tokend found the connecting process in, if it looked.
+    ///   - uid: The connecting process's uid (`SO_PEERCRED`).
+    ///   - pid: Its pid.
     ///   - fingerprint: The delivered token's; `nil` for a refusal.
     ///   - refusal: Why nothing was delivered; `nil` for a delivery.
+    ///   - extra: More fields (e.g. `audit_credential_id`).
     func delivery(
-        credential: String, method: String, unit: String?, caller: CallerIdentity?, fingerprint: TokenFingerprint?, refusal: String?
+        credential: String, method: String, unit: String?, uid: UInt32, pid: Int32, fingerprint: TokenFingerprint?, refusal: String?,
+        extra: Logger.Metadata = [:]
     ) {
         guard isEnabled else { return }
         var record = fingerprint.map(AuditRecord.init(fingerprint:)) ?? AuditRecord()
-        if let caller { record.addCaller(caller) }
-        // The unit the delivery was for, which the caller's checks proved; not what /proc says of
-        // systemd's helper process.
+        record.metadata["audit_caller_uid"] = .stringConvertible(uid)
+        record.metadata["audit_caller_pid"] = .stringConvertible(pid)
+        // The unit the caller's checks found; the executable is the service manager's.
         if let unit { record.metadata["audit_caller_unit"] = .string(unit) }
+        if let executable = AuditRecord.program(of: CallerIdentity(uid: uid, gid: 0, pid: pid)).executable {
+            record.metadata["audit_caller_exe"] = .string(executable)
+        }
+        record.metadata.merge(extra) { _, new in new }
         let key: AuditTally<AuditRecord>.Key
         if let fingerprint, refusal == nil {
             key = .init(outcome: .released, credential: credential, method: method, detail: fingerprint.sha256)
@@ -98,13 +105,6 @@ final class AuditTrail: Sendable {
             key = .init(outcome: .refused, credential: credential, method: method, detail: refusal ?? "refused")
         }
         write(.first(key, record))
-    }
-
-    /// ``delivery(credential:method:unit:caller:fingerprint:refusal:)`` of `entry`'s token.
-    func delivery(of entry: ViewEntry, method: String, unit: String?, caller: CallerIdentity?) {
-        guard isEnabled else { return }
-        guard let fingerprint = entry.fingerprint else { return }
-        delivery(credential: entry.userIdentifier, method: method, unit: unit, caller: caller, fingerprint: fingerprint, refusal: nil)
     }
 }
 

@@ -133,6 +133,8 @@ public final class TokendDaemon: Service {
         router.readerWarnings = readerWarnings
         router.setupWarnings = setupWarnings
         reportReaders(readerWarnings, in: view)
+        var loadCredentials = LoadCredentialService(view: view, registry: registry, settings: settings, logger: logger, now: WallClock.now)
+        loadCredentials.auditTrail = auditTrail
         let listener = SocketListener(
             router: router,
             limiter: limiter,
@@ -142,7 +144,7 @@ public final class TokendDaemon: Service {
                 messageTimeout: TimeAmount(configuration.messageTimeout)
             ),
             logger: logger,
-            loadCredentials: LoadCredentialService(view: view, registry: registry, settings: settings, logger: logger, now: WallClock.now)
+            loadCredentials: loadCredentials
         )
         // The administrators' socket accepts and serves on a thread of its own: no other user's
         // connections, accepted or refused, queue ahead of an administrator's there. So does the
