@@ -44,17 +44,19 @@ struct AuditRecord: Sendable {
         if let executable { metadata["audit_caller_exe"] = .string(executable) }
     }
 
-    /// The caller's unit and executable: the program facts when the connection has a pidfd, else
-    /// `/proc/PID` read directly (no credential had a program reader when the connection was
-    /// accepted, or Linux is older than 6.5: the pid could in principle have been reused by a
-    /// process of the same moment; the record says what tokend saw).
+    /// The caller's unit and executable: the facts a program reader's check read for this call,
+    /// else `/proc/PID/cgroup` and `/proc/PID/exe` read directly, while the caller's connection is
+    /// being answered (the pid could in principle have been reused by a process of the same
+    /// moment; the record says what tokend saw).
     static func program(of caller: CallerIdentity) -> (unit: String?, executable: String?) {
-        if caller.program != nil {
-            // Through the pidfd: a process that has exited gives nothing, rather than what a new
-            // process with its pid runs.
+        if caller.program != nil, caller.check != 0 {
+            // A call checked on its own (program readers are in use): the facts its checks read,
+            // through the pidfd, are reused; a process that has exited gives nothing.
             guard case .success(let facts) = caller.programFacts(.executable) else { return (nil, nil) }
             return (facts.unit, facts.executable)
         }
+        // Otherwise two reads of /proc, not the program readers' full set (pid namespace, the
+        // executable's file, the pidfd's liveness): a connection per call pays this per record.
         guard caller.pid > 0 else { return (nil, nil) }
         let cgroup = try? ProgramIdentity.readSmallFile("/proc/\(caller.pid)/cgroup").get()
         let executable = try? ProgramIdentity.readLink("/proc/\(caller.pid)/exe").get()
