@@ -3,12 +3,13 @@ import Testing
 @testable import TokendConfig
 
 struct AuditConfigurationTests {
-    @Test func theAuditTrailIsOnByDefault() throws {
-        #expect(try parseConfig("").audit.enabled)
-        #expect(try parseConfig("[audit]\n").audit.enabled)
+    @Test func theAuditTrailIsOffByDefault() throws {
+        #expect(try parseConfig("").audit.enabled == false)
+        #expect(try parseConfig("[audit]\n").audit.enabled == false)
     }
 
-    @Test func itCanBeTurnedOff() throws {
+    @Test func itCanBeTurnedOnAndOff() throws {
+        #expect(try parseConfig("[audit]\nenabled = true").audit.enabled)
         #expect(try parseConfig("[audit]\nenabled = false").audit.enabled == false)
     }
 

@@ -8,6 +8,9 @@ import TokendTestSupport
 /// a count at the close.
 @Suite(.serialized)
 struct AuditTrailTests {
+    /// The audit trail is off by default; these daemons turn it on.
+    static let auditTable = "\n[audit]\nenabled = true\n"
+    static let auditOn = DaemonProcess.configuration() + auditTable
     static let releasedID = "52708dab149a40cd9828dcaa8cc14222"
     static let refusedID = "37506a5cbb314d1fabed871e2c249211"
 
@@ -80,7 +83,7 @@ struct AuditTrailTests {
     }
 
     @Test func aPersistentConnectionGivesOneRecordAndACountAtTheClose() async throws {
-        let daemon = try DaemonProcess()
+        let daemon = try DaemonProcess(configuration: Self.auditOn)
         try await daemon.start()
         let jti = Tokens.random("jti-", length: 24)
         let access = Self.jwt(jti: jti)
@@ -131,7 +134,7 @@ struct AuditTrailTests {
     }
 
     @Test func refusalsAreRecordedWithTheirReason() async throws {
-        let daemon = try DaemonProcess()
+        let daemon = try DaemonProcess(configuration: Self.auditOn)
         try await daemon.start()
         let access = Tokens.random("ACCESS-")
         let admin = try RawClient(path: daemon.socketPath)
@@ -160,7 +163,7 @@ struct AuditTrailTests {
     }
 
     @Test func aRefusedLoopOnOneConnectionIsOneRecordAndACount() async throws {
-        let daemon = try DaemonProcess()
+        let daemon = try DaemonProcess(configuration: Self.auditOn)
         try await daemon.start()
         let script = """
             import socket, sys
@@ -197,7 +200,7 @@ struct AuditTrailTests {
             try String(contentsOfFile: command, encoding: .utf8).replacingOccurrences(
                 of: "sys.exit(0)", with: "sys.exit(1 if os.path.exists(\(String(reflecting: directory.file("ended")))) else 0)"),
             mode: 0o755)
-        let daemon = try DaemonProcess(configuration: ExecProviderTests.config(command: command), directory: directory)
+        let daemon = try DaemonProcess(configuration: ExecProviderTests.config(command: command) + Self.auditTable, directory: directory)
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
         let access = Tokens.random("FIRST-ACCESS-")
@@ -240,7 +243,7 @@ struct AuditTrailTests {
     }
 
     @Test func watchUpdatesAndTokenFilesAreReleases() async throws {
-        let (directory, daemon) = try await DaemonProcess.startWithTokenFile(user: "erin", mode: "0600")
+        let (directory, daemon) = try await DaemonProcess.startWithTokenFile(user: "erin", mode: "0600", extra: Self.auditTable)
         let admin = try RawClient(path: daemon.socketPath)
         let first = Tokens.random("FIRST-")
         try #require(try admin.call(Tokens.addCall(user: "erin", access: first, refresh: nil)).errorName == nil)
@@ -269,7 +272,7 @@ struct AuditTrailTests {
     }
 
     @Test func dpopProofsAreReleasesOfTheirToken() async throws {
-        let (daemon, client, token) = try await DPoPProofCallTests.start()
+        let (daemon, client, token) = try await DPoPProofCallTests.start(extra: Self.auditTable)
         for _ in 0..<3 { #expect(try client.call(DPoPProofCallTests.proofCall()).errorName == nil) }
         let records = try await Self.waitForRecords(daemon) { records in records.contains { $0["audit_method"] == "ProvideDPoPProof" } }
         let proof = try #require(records.first { $0["audit_method"] == "ProvideDPoPProof" })
@@ -284,7 +287,8 @@ struct AuditTrailTests {
     func loadCredentialDeliveriesAndRefusalsAreRecords() async throws {
         let units = try ProgramReaderTests.Units(more: ["backup.service"])
         let token = Tokens.random("LC-ACCESS-")
-        let daemon = try await LoadCredentialTests.daemon([("svc", ["unit:backup.service"], token)])
+        let daemon = try await LoadCredentialTests.daemon(
+            [("svc", ["unit:backup.service"], token)], configuration: LoadCredentialTests.configuration() + Self.auditTable)
         let socket = daemon.directory.file("credential.sock")
         let read = try await LoadCredentialTests.load(
             socket, name: LoadCredentialTests.systemdName(unit: "backup.service", id: "svc"), unit: "backup.service", units: units)
@@ -311,8 +315,10 @@ struct AuditTrailTests {
         #expect(!daemon.log.contains(token))
     }
 
-    @Test func theAuditTrailCanBeTurnedOff() async throws {
-        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration() + "\n[audit]\nenabled = false\n")
+    /// Off by default, and off when said so.
+    @Test(arguments: ["", "\n[audit]\nenabled = false\n"])
+    func theAuditTrailIsOffUnlessTurnedOn(table: String) async throws {
+        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration() + table)
         try await daemon.start()
         do {
             let client = try RawClient(path: daemon.socketPath)
