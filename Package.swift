@@ -169,7 +169,8 @@ let package = Package(
         .testTarget(name: "TokendJSONTests", dependencies: ["TokendJSON", "TokendTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "TokendCoreTests", dependencies: ["TokendCore", "TokendTestSupport"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "TokendServerTests", dependencies: ["TokendServer", "TokendCore", "TokendConfig", "CTokendShims", "TokendTestSupport"],
+            name: "TokendServerTests",
+            dependencies: ["TokendServer", "TokendCore", "TokendConfig", "TokendOAuth", "CTokendShims", "TokendTestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "TokendProtocolTests",

@@ -84,6 +84,7 @@ public struct ConfigurationParser {
             configuration.tokenFiles[user] = sink
         }
         configuration.metrics = try parseMetrics(root.raw("metrics"))
+        configuration.audit = try parseAudit(root.raw("audit"))
         configuration.store = try parseStore(root.raw("store"), limits: configuration.refreshLimits)
         try parseLoadCredential(root.raw("load_credential"), into: &configuration)
         try root.finish()

@@ -47,6 +47,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var messageTimeout: Duration = .seconds(10)
     /// The Prometheus endpoint and textfile (off by default).
     public var metrics: MetricsConfiguration = MetricsConfiguration()
+    /// The audit trail of token releases and refusals (`[audit]`, off by default).
+    public var audit: AuditConfiguration = AuditConfiguration()
     /// Where credentials are kept (`[store]`): SQLite by default, or a shared PostgreSQL database.
     public var store: StoreConfiguration = .sqlite
     /// The `LoadCredential=` socket (when not socket-activated): root only; `nil` (the default)

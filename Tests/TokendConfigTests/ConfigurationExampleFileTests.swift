@@ -99,7 +99,7 @@ struct ConfigurationExampleFileTests {
                 for case .table(let entry) in members.values {
                     keys += entry.keys.map { ConfigurationReferenceTests.Key(family: family, name: $0) }
                 }
-            case .daemon, .metrics, .store:
+            case .daemon, .metrics, .store, .audit:
                 keys += members.keys.map { ConfigurationReferenceTests.Key(family: family, name: $0) }
             case .loadCredential:
                 keys += members.keys.map { ConfigurationReferenceTests.Key(family: family, name: $0) }

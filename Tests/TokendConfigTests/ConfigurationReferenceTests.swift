@@ -29,6 +29,7 @@ struct ConfigurationReferenceTests {
         case tokenFiles = "token_files"
         case metrics
         case store
+        case audit
         case loadCredential = "load_credential"
         case loadCredentialIDs = "load_credential.ids"
 
@@ -52,6 +53,7 @@ struct ConfigurationReferenceTests {
             switch self {
             case .daemon: [.table(["daemon": .table([:])])]
             case .metrics: [.table(["metrics": .table([:])])]
+            case .audit: [.table(["audit": .table([:])])]
             case .loadCredential: [.table(["load_credential": .table([:])])]
             case .loadCredentialIDs: [.table(["load_credential": .table(["ids": .table(["svc": .table([:])])])])]
             case .tokenFiles: [.table(["token_files": .table(["alice": .table(["path": .string("/run/tokend/tokens/alice")])])])]

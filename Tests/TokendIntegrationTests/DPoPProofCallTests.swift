@@ -18,8 +18,8 @@ struct DPoPProofCallTests {
             """
 
     /// A daemon holding `alice` (DPoP-bound, reader uid 7100 too) and `bob` (bearer).
-    static func start() async throws -> (DaemonProcess, RawClient, aliceToken: String) {
-        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration(providers: providers))
+    static func start(extra: String = "") async throws -> (DaemonProcess, RawClient, aliceToken: String) {
+        let daemon = try DaemonProcess(configuration: DaemonProcess.configuration(providers: providers) + extra)
         try await daemon.start()
         let client = try RawClient(path: daemon.socketPath)
         let token = Tokens.random("dpop-at-")

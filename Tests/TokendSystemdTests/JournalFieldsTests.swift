@@ -5,6 +5,9 @@ import TokendSystemd
 struct JournalFieldsTests {
     @Test(arguments: [
         ("user_identifier", "USER_IDENTIFIER"),
+        ("message_id", "MESSAGE_ID"),
+        ("MESSAGE_ID", "TOKEND_MESSAGE_ID"),
+        ("audit_caller_uid", "AUDIT_CALLER_UID"),
         ("provider", "PROVIDER"),
         ("credential_state", "CREDENTIAL_STATE"),
         ("key_id", "KEY_ID"),

@@ -12,6 +12,8 @@ public struct JWTTimeClaims: Sendable, Hashable {
     public var subject: String?
     /// `cnf.jkt` (RFC 9449 §6.1): the thumbprint of the DPoP key the token is bound to.
     public var dpopKeyThumbprint: String?
+    /// `jti` (RFC 7519 §4.1.7): the token's own identifier, which identity providers log.
+    public var tokenID: String?
 
     /// Reads the claims of a compact JWS (`header.payload.signature`); `nil` when `token` is
     /// not a JWT (an opaque token).
@@ -24,6 +26,7 @@ public struct JWTTimeClaims: Sendable, Hashable {
         expiresAt = claims["exp"].flatMap(Self.numericDate)
         issuer = claims["iss"]?.stringValue
         subject = claims["sub"]?.stringValue
+        tokenID = claims["jti"]?.stringValue
         if case .object(let confirmation)? = claims["cnf"] { dpopKeyThumbprint = confirmation["jkt"]?.stringValue }
     }
 

@@ -84,6 +84,9 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         router: CallRouter, caller: CallerIdentity, senders: CallSenders? = nil, maximumPendingCalls: Int, logger: Logger,
         requestMetrics: RequestMetrics? = nil
     ) {
+        // The connection's own copy of the router carries its audit (``ConnectionAudit``).
+        var router = router
+        router.audit = router.auditTrail.connection(of: caller)
         self.router = router
         self.caller = caller
         self.senders = senders
@@ -167,6 +170,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         subscriptions.removeAll()
         for cancel in streamCancels { cancel() }
         streamCancels.removeAll()
+        router.audit?.close()
         context.fireChannelInactive()
     }
 
@@ -308,6 +312,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     private func startWatch(user: String, initial: ViewEntry, caller: CallerIdentity, context: ChannelHandlerContext) {
         let id = takeID()
+        router.audit?.released(initial, to: caller, method: TokenProviderMethod.watch.rawValue)
         append(Slot(id: id, messages: [Self.streamed(initial.replyBytes)], isStream: true), context: context)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
@@ -328,17 +333,23 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
             var recheck = caller
             if recheck.check != 0 { recheck.check = nextCheck() }
             if router.mayRead(recheck, entry) {
+                // Counted when queued for the client: an update replaced before the client read it
+                // counts too, so a watcher's count is an upper bound, never short.
+                router.audit?.released(entry, to: recheck, method: TokenProviderMethod.watch.rawValue)
                 // Only the newest token matters: updates not yet written (the client is not
                 // reading, or calls before this one are still pending) are replaced, so a slow
                 // watcher costs one message of memory, never a backlog.
                 slots[index].messages = [Self.streamed(entry.replyBytes)]
                 final = nil
             } else {
+                router.audit?.refused(
+                    user, to: recheck, method: TokenProviderMethod.watch.rawValue, reason: AuditRefusal.notAReader(nil))
                 final = .permissionDenied(user)
             }
         case .removed:
             final = .unknownUser(user)
         case .reauthenticationRequired(let reason):
+            router.audit?.refused(user, to: caller, method: TokenProviderMethod.watch.rawValue, reason: AuditRefusal.loginEnded)
             final = .reauthenticationRequired(user, reason: reason)
         }
         if let final {

@@ -16,6 +16,8 @@ extension TokendDaemon {
         private let registry: CredentialRegistry
         private let limiter: ConnectionLimiter
         private let administratorsLimiter: ConnectionLimiter
+        /// `audit.enabled` applies at once.
+        private let auditTrail: AuditTrail
         /// The configuration in force (reloads run one after another, from one loop).
         private let current: Mutex<DaemonConfiguration>
 
@@ -24,8 +26,9 @@ extension TokendDaemon {
 
         init(
             daemon: TokendDaemon, current: DaemonConfiguration, settings: RuntimeSettings, registry: CredentialRegistry,
-            limiter: ConnectionLimiter, administratorsLimiter: ConnectionLimiter
+            limiter: ConnectionLimiter, administratorsLimiter: ConnectionLimiter, auditTrail: AuditTrail = .disabled
         ) {
+            self.auditTrail = auditTrail
             self.daemon = daemon
             self.current = Mutex(current)
             self.settings = settings
@@ -61,6 +64,7 @@ extension TokendDaemon {
             limiter.setLimits(maximum: new.maxConnections, quotas: new.quotas)
             administratorsLimiter.setLimits(maximum: ConnectionLimiter.administratorsSocketMaximum(new.quotas), quotas: new.quotas)
             if let level = Logger.Level(rawValue: new.logLevel) { daemon.options.logLevel?.set(level) }
+            auditTrail.setEnabled(new.audit.enabled)
             current.withLock { $0 = new }
 
             let needRestart = Self.restartOnlyChanges(from: old, to: new)

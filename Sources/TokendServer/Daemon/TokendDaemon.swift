@@ -108,6 +108,8 @@ public final class TokendDaemon: Service {
             limits: limits, httpPool: httpPool, logger: logger, now: WallClock.now
         )
         await registry.useCoordination(opened.coordination)
+        let auditTrail = AuditTrail(logger: logger, enabled: configuration.audit.enabled)
+        registry.tokenFiles.useAudit(auditTrail)
         let count = try await registry.loadAll()
         Self.returnMemoryFreedByTheLoad()
         let sharedFeed = startSharedStoreFeed(opened, registry: registry, view: view)
@@ -127,10 +129,13 @@ public final class TokendDaemon: Service {
             now: WallClock.now, connections: limiter, reloads: reloads, coordination: opened.coordination
         )
         router.administratorsConnections = administratorsLimiter
+        router.auditTrail = auditTrail
         let readerWarnings = ReaderWarnings(availability: ProgramFactsProbe.probe())
         router.readerWarnings = readerWarnings
         router.setupWarnings = setupWarnings
         reportReaders(readerWarnings, in: view)
+        var loadCredentials = LoadCredentialService(view: view, registry: registry, settings: settings, logger: logger, now: WallClock.now)
+        loadCredentials.auditTrail = auditTrail
         let listener = SocketListener(
             router: router,
             limiter: limiter,
@@ -140,7 +145,7 @@ public final class TokendDaemon: Service {
                 messageTimeout: TimeAmount(configuration.messageTimeout)
             ),
             logger: logger,
-            loadCredentials: LoadCredentialService(view: view, registry: registry, settings: settings, logger: logger, now: WallClock.now)
+            loadCredentials: loadCredentials
         )
         // The administrators' socket accepts and serves on a thread of its own: no other user's
         // connections, accepted or refused, queue ahead of an administrator's there. So does the
@@ -177,7 +182,7 @@ public final class TokendDaemon: Service {
         }
         let reloader = Reloader(
             daemon: self, current: configuration, settings: settings, registry: registry, limiter: limiter,
-            administratorsLimiter: administratorsLimiter
+            administratorsLimiter: administratorsLimiter, auditTrail: auditTrail
         )
 
         await withDiscardingTaskGroup { tasks in

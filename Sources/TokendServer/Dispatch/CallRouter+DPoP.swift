@@ -35,7 +35,9 @@ extension CallRouter {
         let now = now()
         let decision = ServeDecision.decide(deadline: entry.deadline, now: now, minimumValidity: .seconds(minValidSeconds))
         if decision == .serve, let key = view.dpopKeys.key(of: user, enrolment: entry.enrolment) {
-            return .reply(try Self.proofReply(entry, key: key, target: target, nonce: nonce, now: now))
+            let reply = try Self.proofReply(entry, key: key, target: target, nonce: nonce, now: now)
+            audit?.released(entry, to: caller, method: call.method)
+            return .reply(reply)
         }
         return deferred(
             on: eventLoop, caller: caller, what: "making a DPoP proof",
@@ -52,7 +54,9 @@ extension CallRouter {
                 try self.checkStillReadable(current, caller: caller, method: TokenProviderMethod.provideDPoPProof.rawValue)
             }
             let key = try await view.dpopKeys.load(of: user, matching: current, from: registry.store)
-            return [try Self.proofReply(current, key: key, target: target, nonce: nonce, now: self.now())]
+            let reply = try Self.proofReply(current, key: key, target: target, nonce: nonce, now: self.now())
+            self.audit?.released(current, to: caller, method: TokenProviderMethod.provideDPoPProof.rawValue)
+            return [reply]
         }
     }
 

@@ -35,6 +35,11 @@ struct CallRouter: Sendable {
     /// What tokend found at start that does not do what the configuration says, for
     /// administrators' `Status` (a `socket_mode` the passed socket does not have).
     var setupWarnings = SetupWarnings()
+    /// The audit trail of token releases and refusals (``AuditTrail``).
+    var auditTrail = AuditTrail.disabled
+    /// This connection's audit, in the copy of the router a connection holds
+    /// (``VarlinkConnectionHandler``); nil in the listener's.
+    var audit: ConnectionAudit?
 
     /// Answers `call`, whose method the connection parsed into `method` (nil: not served).
     func route(_ call: VarlinkCall, method: ServedMethod?, caller: CallerIdentity, eventLoop: any EventLoop) -> CallOutcome {
@@ -186,6 +191,7 @@ struct CallRouter: Sendable {
         // Any other value is a token already replaced; the current one is the answer.
         let rejectedCurrent = rejectedToken.map { ConstantTime.equal($0, entry.accessToken) } ?? false
         if decision == .serve, !rejectedCurrent {
+            audit?.released(entry, to: caller, method: call.method)
             return .reply(entry.replyBytes)
         }
         let reason: RefreshReason =
@@ -201,6 +207,7 @@ struct CallRouter: Sendable {
             // The credential may have been replaced while the call waited: the caller gets the
             // entry it finally returns only if it may read that one.
             try self.checkStillReadable(fresh, caller: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
+            self.audit?.released(fresh, to: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
             return [fresh.replyBytes]
         }
     }
@@ -214,6 +221,7 @@ struct CallRouter: Sendable {
         if let kept = view.narrowedTokens.lookup(user, key: narrowing.key, enrolment: entry.enrolment),
             kept.serves(now: now(), minimumValidity: minimumValidity, rejectedToken: rejectedToken)
         {
+            audit?.released(kept, of: user, narrowing: narrowing, to: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
             return .reply(kept.replyBytes)
         }
         return deferred(
@@ -234,6 +242,8 @@ struct CallRouter: Sendable {
                 throw VarlinkError.refreshFailed(
                     user, reason: "the credential was replaced while its narrowed token was got; ask again", retryAt: nil)
             }
+            self.audit?.released(
+                serving, of: user, narrowing: narrowing, to: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
             return [serving.replyBytes]
         }
     }
@@ -243,6 +253,7 @@ struct CallRouter: Sendable {
     func checkStillReadable(_ entry: ViewEntry, caller: CallerIdentity, method: String) throws(VarlinkError) {
         guard case .refused(let why) = readDecision(caller, entry) else { return }
         logDenied(caller, method: method, user: entry.userIdentifier, why: why)
+        audit?.refused(entry.userIdentifier, to: caller, method: method, reason: AuditRefusal.notAReader(why))
         throw .permissionDenied(entry.userIdentifier)
     }
 
@@ -250,8 +261,14 @@ struct CallRouter: Sendable {
     /// anyone else the same answer as for a credential they may not use, so that nobody learns
     /// which names exist.
     func missing(_ user: String, caller: CallerIdentity, method: String) -> VarlinkError {
-        if settings.current.accessPolicy.isAdmin(caller) { return .unknownUser(user) }
+        if settings.current.accessPolicy.isAdmin(caller) {
+            if AuditRefusal.isTokenMethod(method) {
+                audit?.refused(user, to: caller, method: method, reason: AuditRefusal.noSuchCredential)
+            }
+            return .unknownUser(user)
+        }
         logDenied(caller, method: method, user: user)
+        if AuditRefusal.isTokenMethod(method) { audit?.refused(user, to: caller, method: method, reason: AuditRefusal.noSuchCredential) }
         return .permissionDenied(user)
     }
 
@@ -270,9 +287,11 @@ struct CallRouter: Sendable {
         guard let entry = view[user] else { throw missing(user, caller: caller, method: method) }
         if case .refused(let why) = readDecision(caller, entry) {
             logDenied(caller, method: method, user: user, why: why)
+            audit?.refused(user, to: caller, method: method, reason: AuditRefusal.notAReader(why))
             throw .permissionDenied(user)
         }
         if entry.status.state == .reauthenticationRequired {
+            audit?.refused(user, to: caller, method: method, reason: AuditRefusal.loginEnded)
             throw .reauthenticationRequired(user, reason: entry.status.lastError ?? "the login has ended")
         }
         return entry

@@ -21,6 +21,8 @@ struct LoadCredentialService: Sendable {
     let settings: RuntimeSettings
     let logger: Logger
     let now: @Sendable () -> Timestamp
+    /// Where every answer is recorded besides the log (``LoadCredentialRecord/audit(_:delivered:)``).
+    var auditTrail = AuditTrail.disabled
     /// Deliveries under way (each may wait for a refresh).
     let deliveries = DeliveriesUnderWay(limit: 256)
 
@@ -131,6 +133,7 @@ struct LoadCredentialService: Sendable {
         var record = record
         record.result = .delivered(expiresAt: entry.deadline, format: format)
         record.log(logger)
+        record.audit(auditTrail, delivered: entry)
         let buffer = channel.allocator.buffer(bytes: LoadCredentialPayload.bytes(credentials, format: format))
         channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
     }
@@ -140,6 +143,7 @@ struct LoadCredentialService: Sendable {
         var record = record
         record.result = .refused(refusal)
         record.log(logger)
+        record.audit(auditTrail, delivered: nil)
         channel.close(promise: nil)
     }
 

@@ -16,11 +16,16 @@ final class TokenFileSinks: Sendable {
     private let logger: Logger
     private let queue = DispatchQueue(label: "tokend.token-files")
     private let subscriptions = Mutex<[(user: String, id: UInt64)]>([])
+    /// Where each write is recorded (``useAudit(_:)``).
+    private let audit = Mutex(AuditTrail.disabled)
 
     init(hub: WatchHub, logger: Logger) {
         self.hub = hub
         self.logger = logger
     }
+
+    /// Records every write of a token file in `trail` from now on.
+    func useAudit(_ trail: AuditTrail) { audit.withLock { $0 = trail } }
 
     /// Subscribes to the configured users (replacing earlier subscriptions, e.g. on reload) and
     /// writes each file once from `current`.
@@ -30,15 +35,16 @@ final class TokenFileSinks: Sendable {
             return all
         }
         for subscription in old { hub.unsubscribe(subscription.user, id: subscription.id) }
+        let trail = audit.withLock { $0 }
         for (user, file) in files {
             let id = hub.subscribe(user) { [queue, logger] event in
-                queue.async { Self.handle(event, file: file, user: user, logger: logger) }
+                queue.async { Self.handle(event, file: file, user: user, logger: logger, audit: trail) }
             }
             subscriptions.withLock { $0.append((user, id)) }
             if let entry = current(user) {
                 let event: WatchEvent =
                     entry.status.state == .reauthenticationRequired ? .reauthenticationRequired(reason: "") : .updated(entry)
-                queue.async { [logger] in Self.handle(event, file: file, user: user, logger: logger) }
+                queue.async { [logger] in Self.handle(event, file: file, user: user, logger: logger, audit: trail) }
             }
         }
     }
@@ -46,13 +52,15 @@ final class TokenFileSinks: Sendable {
     /// Waits until every write queued so far is done (shutdown, tests).
     func flush() { queue.sync {} }
 
-    private static func handle(_ event: WatchEvent, file: TokenFileConfiguration, user: String, logger: Logger) {
+    private static func handle(_ event: WatchEvent, file: TokenFileConfiguration, user: String, logger: Logger, audit: AuditTrail) {
         switch event {
         case .updated(let entry):
             if let problem = writeAtomically(Array(entry.accessToken.utf8), to: file.path, mode: file.mode) {
                 logger.error(
                     "writing a token file failed",
                     metadata: ["user_identifier": "\(user)", "path": "\(file.path)", "problem": "\(problem)"])
+            } else {
+                audit.tokenFileWritten(entry, path: file.path)
             }
         case .removed, .reauthenticationRequired:
             if unlink(file.path) != 0, errno != ENOENT {

@@ -1,5 +1,6 @@
 import Synchronization
 import TokendCore
+import TokendOAuth
 import TokendProtocol
 
 /// A narrowed token as the event loops serve it: its deadline and refresh point worked out by
@@ -16,9 +17,12 @@ final class NarrowedServing: Sendable {
     /// The login it belongs to: a new enrolment of the user identifier makes it unusable.
     let enrolment: Enrolment
     let replyBytes: [UInt8]
+    /// What the audit trail records of the token.
+    let fingerprint: TokenFingerprint
 
     init(_ token: NarrowedToken, of credential: Credential, policy: RefreshPolicy) {
         self.token = token
+        fingerprint = TokenFingerprint(of: token.accessToken.value)
         deadline = policy.deadline(expiresAt: token.expiresAt, issuedAt: token.issuedAt, sessionStartedAt: credential.sessionStartedAt)
         refreshAt = policy.plan(issuedAt: token.issuedAt, deadline: deadline, lastGrantAt: nil, jitter: 0).refreshAt
         enrolment = credential.enrolment

@@ -1,6 +1,7 @@
 import Synchronization
 import TokendCore
 import TokendJSON
+import TokendOAuth
 import TokendProtocol
 import TokendStorage
 
@@ -47,6 +48,8 @@ final class ViewEntry: Sendable {
     /// ``credentials`` once opened: DPoP proofs need the token itself on every call, and an
     /// entry loaded at start-up would otherwise read it from the store each time.
     private let openedCredentials = Mutex<Credentials?>(nil)
+    /// ``fingerprint`` once worked out (the audit trail's, at a connection's first release).
+    private let fingerprintCache = Mutex<TokenFingerprint?>(nil)
 
     convenience init(credential: Credential, policy: RefreshPolicy, resolvedReaders: ResolvedReaders, nextRefreshAt: Timestamp?) {
         self.init(
@@ -74,6 +77,9 @@ final class ViewEntry: Sendable {
         self.init(
             metadata: metadata, token: old.token, hasRefreshToken: old.hasRefreshToken, policy: policy, resolvedReaders: resolvedReaders,
             nextRefreshAt: nextRefreshAt)
+        // The same token: its fingerprint, if known, is carried over rather than worked out again.
+        let known = old.fingerprintCache.withLock { $0 }
+        fingerprintCache.withLock { $0 = known }
     }
 
     /// `metadata`'s tokens are ignored: the access token is `token`.
@@ -122,6 +128,16 @@ final class ViewEntry: Sendable {
         }
         encodedReply.withLock { $0 = bytes }
         return bytes
+    }
+
+    /// What the audit trail records of the token (``TokenFingerprint``), worked out on first use;
+    /// nil if the stored token cannot be read (then no token is served either).
+    var fingerprint: TokenFingerprint? {
+        if let known = fingerprintCache.withLock({ $0 }) { return known }
+        guard let secret = try? token.open(userIdentifier: userIdentifier, provider: provider) else { return nil }
+        let fingerprint = TokenFingerprint(of: secret.value)
+        fingerprintCache.withLock { $0 = fingerprint }
+        return fingerprint
     }
 
     /// The credentials as a caller gets them, opened once; nil if the stored token cannot be

@@ -6,8 +6,11 @@ import Logging
 
 /// How a log event becomes journal fields: the pure part of ``JournalLogHandler``.
 public enum JournalFields {
-    /// Metadata keys that have a dedicated, documented journal field.
+    /// Metadata keys that have a dedicated, documented journal field. `message_id` is the
+    /// catalogue id (`MESSAGE_ID`) of records that are meant to be searched for, such as the
+    /// audit trail's.
     public static let wellKnownMetadata: [String: String] = [
+        "message_id": "MESSAGE_ID",
         "user_identifier": "USER_IDENTIFIER",
         "provider": "PROVIDER",
         "credential_state": "CREDENTIAL_STATE",

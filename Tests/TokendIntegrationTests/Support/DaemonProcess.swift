@@ -93,7 +93,7 @@ final class DaemonProcess: @unchecked Sendable {
 
     /// A started daemon whose configuration writes `user`'s access token to `tokens/<user>` (a
     /// token file with `mode`), in a new scratch directory.
-    static func startWithTokenFile(user: String, mode: String) async throws -> (ScratchDirectory, DaemonProcess) {
+    static func startWithTokenFile(user: String, mode: String, extra: String = "") async throws -> (ScratchDirectory, DaemonProcess) {
         let directory = try ScratchDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("tokens"), withIntermediateDirectories: true)
         let config =
@@ -102,7 +102,7 @@ final class DaemonProcess: @unchecked Sendable {
                 [token_files.\(user)]
                 path = "tokens/\(user)"
                 mode = "\(mode)"
-                """
+                """ + extra
         let daemon = try DaemonProcess(configuration: config, directory: directory)
         try await daemon.start()
         return (directory, daemon)

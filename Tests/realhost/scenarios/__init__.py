@@ -7,4 +7,5 @@ from scenarios import readers
 from scenarios import loadcredential
 from scenarios import desktop
 from scenarios import examples
+from scenarios import audit
 from scenarios import upgrade
