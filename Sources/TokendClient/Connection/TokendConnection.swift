@@ -65,7 +65,30 @@ public final class TokendConnection: Sendable {
         connectTimeout: Duration,
         eventLoopGroup: any EventLoopGroup
     ) -> EventLoopFuture<TokendConnection> {
-        let bootstrap = ClientBootstrap(group: eventLoopGroup)
+        // A Unix socket whose accept queue is full refuses a connect at once (EAGAIN) instead of
+        // waiting as TCP does: a burst of other clients, or a flood, must delay a caller, not fail
+        // it. Try again, backing off from 1 ms to 50 ms, until the connect timeout.
+        let eventLoop = eventLoopGroup.next()
+        let deadline = NIODeadline.now() + TimeAmount(connectTimeout)
+        @Sendable func attempt(backoff: TimeAmount) -> EventLoopFuture<any Channel> {
+            bootstrap(group: eventLoop, maximumMessageBytes: maximumMessageBytes, connectTimeout: connectTimeout)
+                .connect(unixDomainSocketPath: socketPath).flatMapError { error in
+                    guard (error as? IOError)?.errnoCode == EAGAIN, NIODeadline.now() + backoff < deadline else {
+                        return eventLoop.makeFailedFuture(error)
+                    }
+                    return eventLoop.scheduleTask(in: backoff) {}.futureResult.flatMap {
+                        attempt(backoff: min(backoff * 2, .milliseconds(50)))
+                    }
+                }
+        }
+        return attempt(backoff: .milliseconds(1))
+            .map { channel in TokendConnection(socketPath: socketPath, channel: channel) }
+            .flatMapErrorThrowing { error in throw connectError(error, socketPath: socketPath) }
+    }
+
+    /// A bootstrap for one connection attempt.
+    private static func bootstrap(group: any EventLoopGroup, maximumMessageBytes: Int, connectTimeout: Duration) -> ClientBootstrap {
+        ClientBootstrap(group: group)
             .connectTimeout(TimeAmount(connectTimeout))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -75,9 +98,6 @@ public final class TokendConnection: Sendable {
                     try channel.pipeline.syncOperations.addHandler(VarlinkClientHandler())
                 }
             }
-        return bootstrap.connect(unixDomainSocketPath: socketPath)
-            .map { channel in TokendConnection(socketPath: socketPath, channel: channel) }
-            .flatMapErrorThrowing { error in throw connectError(error, socketPath: socketPath) }
     }
 
     /// Whether the connection is still open. A closed connection fails every call.

@@ -100,13 +100,28 @@ public enum OneShotCall {
             throw TokendClientError(code: .daemonUnavailable, message: "cannot create a socket: \(String(cString: strerror(errno)))")
         }
         let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + 1)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket, $0, length) }
+        func attempt() -> Int32 {
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket, $0, length) }
+            }
+        }
+        var result = attempt()
+        // A Unix socket whose accept queue is full refuses at once (EAGAIN) rather than waiting
+        // as TCP does: try again, backing off from 1 ms to 50 ms, until the deadline.
+        var backoff: Int32 = 1
+        while result != 0, errno == EAGAIN || errno == EINTR, deadline.remainingMilliseconds > Int64(backoff) {
+            _ = poll(nil, 0, backoff)
+            backoff = min(backoff * 2, 50)
+            result = attempt()
         }
         if result == 0 { return socket }
         let code = errno
-        if code == EINPROGRESS || code == EAGAIN {
-            // A listener whose backlog is full: wait until it accepts, within the deadline.
+        if code == EAGAIN {
+            close(socket)
+            throw TokendClientError(code: .timeout, message: "connecting to tokend at \(shown) timed out: its accept queue stayed full")
+        }
+        if code == EINPROGRESS {
+            // Not what a Unix socket does today; kept for one that completes a connect later.
             do {
                 try wait(socket, for: Int16(POLLOUT), deadline: deadline, method: "connect")
             } catch {
