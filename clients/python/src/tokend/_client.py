@@ -39,8 +39,7 @@ class _Connection:
         self.buffer = bytearray()
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
-            sock.settimeout(_remaining(deadline))
-            sock.connect(path)
+            _connect_when_room(sock, path, deadline)
         except TimeoutError:
             sock.close()
             raise DaemonTimeoutError(
@@ -356,6 +355,23 @@ class Watch(WatchBase, Closing):
         connection = self._connection
         if connection is not None:
             connection.close()  # a next() blocked in recv() wakes up and stops
+
+
+def _connect_when_room(sock: _socket.socket, path: str, deadline: float) -> None:
+    """Connects ``sock`` to ``path``. A Unix socket whose accept queue is full (a burst of clients,
+    or another user's flood) refuses at once with EAGAIN instead of waiting as TCP does: try again,
+    backing off from 1 ms to 50 ms, until the deadline (then TimeoutError)."""
+    backoff = 0.001
+    while True:
+        sock.settimeout(_remaining(deadline))
+        try:
+            sock.connect(path)
+            return
+        except BlockingIOError:
+            if deadline - time.monotonic() <= backoff:
+                raise TimeoutError from None
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 0.05)
 
 
 def _remaining(deadline: float) -> float:
