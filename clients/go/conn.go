@@ -37,14 +37,32 @@ type conn struct {
 	path       string
 }
 
-// dial connects to path before deadline (and before ctx ends).
+// dial connects to path before deadline (and before ctx ends). A Unix socket whose accept
+// queue is full (a burst of clients, or another user's flood) refuses a connect at once with
+// EAGAIN instead of waiting as TCP does: dial tries again, backing off from 1 ms to 50 ms, until
+// the deadline.
 func dial(ctx context.Context, path string, deadline time.Time, maxMessage int) (*conn, error) {
 	dialer := net.Dialer{Deadline: deadline}
-	nc, err := dialer.DialContext(ctx, "unix", path)
-	if err != nil {
-		return nil, connectError(ctx, err, path)
+	backoff := time.Millisecond
+	for {
+		nc, err := dialer.DialContext(ctx, "unix", path)
+		if err == nil {
+			return &conn{nc: nc.(*net.UnixConn), r: bufio.NewReaderSize(nc, 4096), maxMessage: maxMessage, path: path}, nil
+		}
+		if !errors.Is(err, syscall.EAGAIN) || (!deadline.IsZero() && time.Until(deadline) <= backoff) {
+			return nil, connectError(ctx, err, path)
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, connectError(ctx, ctx.Err(), path)
+		case <-timer.C:
+		}
+		if backoff *= 2; backoff > 50*time.Millisecond {
+			backoff = 50 * time.Millisecond
+		}
 	}
-	return &conn{nc: nc.(*net.UnixConn), r: bufio.NewReaderSize(nc, 4096), maxMessage: maxMessage, path: path}, nil
 }
 
 // connectError describes a failed connect; it names the socket path.
