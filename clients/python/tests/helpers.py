@@ -462,3 +462,55 @@ def refused_twice(api: ResourceServer, idp: IdentityProvider, send: Callable[[],
     assert api.count == 2
     assert idp.count_posts() == grants + 1
     return response
+
+
+class FullAcceptQueue:
+    """A Unix socket listener that accepts nothing, its accept queue filled by connections of its
+    own: a connect to it is refused at once with EAGAIN until ``answer_once`` empties the queue and
+    answers the first call that comes with ``reply``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(0)
+        self.fillers: list[socket.socket] = []
+        for _ in range(64):
+            filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            try:
+                filler.connect(path)
+            except BlockingIOError:
+                filler.close()
+                return
+            self.fillers.append(filler)
+        raise AssertionError("the accept queue never filled")
+
+    def answer_once(self, reply: bytes) -> bool:
+        """Closes the fillers, then accepts until a connection sends a call, and answers it.
+        False when no call came within 10 s."""
+        for filler in self.fillers:
+            filler.close()
+        self.fillers = []
+        self.listener.settimeout(10)
+        try:
+            while True:
+                peer, _ = self.listener.accept()  # the fillers' connections first (closed)
+                with peer:
+                    peer.settimeout(10)
+                    data = b""
+                    while not data.endswith(b"\0"):
+                        chunk = peer.recv(4096)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if data.endswith(b"\0"):
+                        peer.sendall(reply)
+                        return True
+        except TimeoutError:
+            return False
+
+    def close(self) -> None:
+        for filler in self.fillers:
+            filler.close()
+        self.listener.close()

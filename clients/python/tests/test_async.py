@@ -9,7 +9,7 @@ import hashlib
 import time
 
 import pytest
-from helpers import PROVIDER, SilentServer, decode_jwt
+from helpers import PROVIDER, FullAcceptQueue, SilentServer, decode_jwt
 
 import tokend
 
@@ -163,3 +163,26 @@ def test_async_timeout_and_missing_socket(tmp_path):
         server.close()
     assert 0.45 <= elapsed < 2.0
     assert b"ProvideTokenReplacement" in server.received
+
+
+def test_async_a_full_accept_queue_delays_the_call_instead_of_failing_it(tmp_path):
+    """A Unix socket whose accept queue is full refuses a connect at once (EAGAIN), which
+    asyncio's sock_connect would take for a connect in progress: the client tries again until its
+    timeout, so a burst of other clients delays a call, not fails it."""
+    queue = FullAcceptQueue(str(tmp_path / "full.sock"))
+
+    async def scenario():
+        async with tokend.AsyncClient(queue.path, timeout=20) as client:
+            call = asyncio.ensure_future(client.token("alice"))
+            await asyncio.sleep(0.3)  # a client that does not wait has failed by now
+            assert not call.done(), call
+            answered = await asyncio.get_running_loop().run_in_executor(None, queue.answer_once, b"this is not json\0")
+            assert answered
+            # It reached the server and read its answer (which is not Varlink).
+            with pytest.raises(tokend.ProtocolError):
+                await call
+
+    try:
+        run(scenario())
+    finally:
+        queue.close()

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from helpers import PROVIDER, Daemon, SilentServer, remove_scratch, scratch_directory
+from helpers import PROVIDER, Daemon, FullAcceptQueue, SilentServer, remove_scratch, scratch_directory
 
 import tokend
 from tokend._errors import error_from_reply
@@ -253,57 +253,26 @@ def test_a_daemon_that_never_answers_times_out_within_the_bound(tmp_path):
 def test_a_full_accept_queue_delays_the_call_instead_of_failing_it(tmp_path):
     """A Unix socket whose accept queue is full refuses a connect at once (EAGAIN): the client
     tries again until its timeout, so a burst of other clients delays a call, not fails it."""
-    path = str(tmp_path / "full.sock")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(0)
-    fillers: list[socket.socket] = []
+    queue = FullAcceptQueue(str(tmp_path / "full.sock"))
     try:
-        for _ in range(64):
-            filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            filler.setblocking(False)
-            try:
-                filler.connect(path)
-            except BlockingIOError:
-                filler.close()
-                break
-            fillers.append(filler)
-        else:
-            pytest.fail("the accept queue never filled")
         outcome: dict[str, BaseException] = {}
 
         def call() -> None:
             try:
-                tokend.Client(path, timeout=20).token("alice")
+                tokend.Client(queue.path, timeout=20).token("alice")
             except BaseException as error:
                 outcome["error"] = error
 
         thread = threading.Thread(target=call)
         thread.start()
         thread.join(0.3)  # a client that does not wait has failed by now
-        for filler in fillers:
-            filler.close()
-        listener.settimeout(10)
-        while thread.is_alive():
-            peer, _ = listener.accept()  # the fillers' connections first (closed), then the client's
-            with peer:
-                peer.settimeout(10)
-                data = b""
-                while not data.endswith(b"\0"):
-                    chunk = peer.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
-                if data.endswith(b"\0"):
-                    peer.sendall(b"this is not json\0")
-                    break
+        if thread.is_alive():
+            assert queue.answer_once(b"this is not json\0")
         thread.join(20)
         # It reached the server and read its answer (which is not Varlink).
         assert isinstance(outcome.get("error"), tokend.ProtocolError), outcome
     finally:
-        for filler in fillers:
-            filler.close()
-        listener.close()
+        queue.close()
 
 
 def test_a_reply_that_is_not_varlink_is_a_protocol_error(tmp_path):

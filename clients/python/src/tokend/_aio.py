@@ -50,7 +50,18 @@ class _AsyncConnection:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             sock.setblocking(False)
-            await asyncio.get_running_loop().sock_connect(sock, path)
+            # A Unix socket connects at once or not at all. One whose accept queue is full (a burst
+            # of clients, or another user's flood) refuses with EAGAIN, which sock_connect would
+            # take for a connect in progress: try again, backing off from 1 ms to 50 ms, until the
+            # call's timeout cancels this.
+            backoff = 0.001
+            while True:
+                try:
+                    sock.connect(path)
+                    break
+                except BlockingIOError:
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 0.05)
             # The limit bounds one message (readuntil), as MAX_MESSAGE_BYTES does for Client.
             reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_MESSAGE_BYTES)
         except OSError as error:
