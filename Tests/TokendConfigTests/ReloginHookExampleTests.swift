@@ -30,8 +30,16 @@ struct ReloginHookExampleTests {
         try FileManager.default.createDirectory(atPath: stubs, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         for (program, file) in [("logger", "logger.args"), ("tokenctl", "tokenctl.args")] {
-            try Self.recorder(directory + "/" + file).write(toFile: stubs + "/" + program, atomically: true, encoding: .utf8)
-            chmod(stubs + "/" + program, 0o755)
+            // Written here, then installed by another process: a child that another test forks
+            // while this one writes inherits the written file's descriptor, and while it holds it
+            // an exec of that file fails (ETXTBSY), which the shell takes as "try the next PATH
+            // entry", the real logger. The installed copy is a file no process of ours wrote.
+            let source = directory + "/" + program + ".source"
+            try Self.recorder(directory + "/" + file).write(toFile: source, atomically: false, encoding: .utf8)
+            let installed = try await ChildProcess.run(
+                "/usr/bin/install", ["-m", "0755", source, stubs + "/" + program], environment: [:], directory: directory,
+                timeout: .seconds(30))
+            try #require(installed.status == 0, "\(installed.stderr)")
         }
         let environment = [
             "PATH": stubs + ":/usr/bin:/bin", "TOKEND_CREDENTIAL": name, "TOKEND_PROVIDER": "example", "TOKEND_OWNER_UID": "0",
