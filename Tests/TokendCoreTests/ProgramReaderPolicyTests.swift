@@ -12,6 +12,13 @@ struct ProgramReaderPolicyTests {
 
     static let demoFacts = ProgramFacts(unit: "demo.service", executable: "/usr/bin/demo", sha256: hash)
 
+    /// The decision for alice on a credential whose only reader is `text`, her program
+    /// showing `facts`.
+    func readDecision(of text: String, facts: ProgramFacts = demoFacts) throws -> ReadDecision {
+        let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
+        return policy.readDecision(alice, readers: readers) { _ in .success(facts) }
+    }
+
     @Test(arguments: [
         ("unit:demo.service", true), ("unit:other.service", false), ("exe:/usr/bin/demo", true), ("exe:/usr/bin/other", false),
         ("exe:/usr/bin/demo@sha256:\(hash)", true), ("exe:/usr/bin/demo@sha256:\(String(repeating: "cd", count: 32))", false),
@@ -19,9 +26,7 @@ struct ProgramReaderPolicyTests {
         ("uid:1000+exe:/usr/bin/demo", true), ("uid:1000+unit:other.service", false), ("uid:1001", false), ("gid:1000", true),
     ])
     func programReaderDecides(reader text: String, granted: Bool) throws {
-        let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
-        let decision = policy.readDecision(alice, readers: readers) { _ in .success(Self.demoFacts) }
-        #expect((decision == .granted) == granted)
+        #expect((try readDecision(of: text) == .granted) == granted)
     }
 
     @Test func aUserNameJoinedToAProgramIsResolvedAndFailsClosedWhenUnknown() throws {
@@ -162,8 +167,7 @@ struct ProgramReaderPolicyTests {
     func anExecutableThatIsNotTheFileAtItsPathIsNotThatPath(reader text: String, granted: Bool) throws {
         var facts = Self.demoFacts
         facts.executableIsAtItsPath = false
-        let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
-        let decision = policy.readDecision(alice, readers: readers) { _ in .success(facts) }
+        let decision = try readDecision(of: text, facts: facts)
         #expect(
             decision
                 == (granted
@@ -177,8 +181,7 @@ struct ProgramReaderPolicyTests {
     func aProcessThatExecedAnotherFileSinceItConnectedIsNoExecutableReader(reader text: String, granted: Bool) throws {
         var facts = Self.demoFacts
         facts.execedSinceConnect = true
-        let readers = ResolvedReaders([try Reader(parsing: text)], userID: { _ in nil }, groupID: { _ in nil })
-        let decision = policy.readDecision(alice, readers: readers) { _ in .success(facts) }
+        let decision = try readDecision(of: text, facts: facts)
         #expect(
             decision
                 == (granted
