@@ -136,26 +136,8 @@ struct AdministratorSocketTests {
         #expect(try await daemon.stop() == 0)
     }
 
-    /// One call as uid/gid 65534, its reply read from the client's output as it comes.
-    ///
-    /// Not `OtherUser.call`, which waits for the client to be reaped: systemd-socket-activate
-    /// closes the descriptor through which Foundation learns that a child it started has ended,
-    /// and Foundation's monitor then waits on that one child, so no other child of the test is
-    /// reaped while it runs.
+    /// One call as uid/gid 65534.
     static func callAsNobody(_ call: String, socket: String) async throws -> [String: Any] {
-        let script =
-            OtherUser.pythonExchange + """
-
-                import socket, sys
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.settimeout(10)
-                s.connect(sys.argv[1])
-                print(exchange(s, sys.argv[2].encode()).decode(), flush=True)
-                """
-        let client = try StreamingCommand(
-            "/usr/bin/setpriv",
-            ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, socket, call])
-        let lines = try await client.waitForLines(1)
-        return try RawClient.object(lines[0])
+        try await OtherUser.call(call, socket: socket, uid: 65534, gid: 65534)
     }
 }

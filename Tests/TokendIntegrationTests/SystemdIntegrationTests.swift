@@ -130,6 +130,27 @@ struct SystemdIntegrationTests {
         #expect(lstat(passedPath, &info2) == 0 && (info2.st_mode & S_IFMT) == S_IFSOCK)
     }
 
+    /// The test process keeps reaping its other children while systemd-socket-activate runs.
+    /// It closes every descriptor it did not create, among them the one through which Foundation
+    /// watches a child; when Foundation started it, no other child was reaped until it ended, and
+    /// the suite hung in the next `waitUntilExit()`.
+    @Test func otherChildrenAreReapedWhileSystemdSocketActivateRuns() async throws {
+        let directory = try ScratchDirectory()
+        let passedPath = directory.file("activated.sock")
+        let activator = try LaunchedProcess(
+            directory: directory, executable: "/usr/bin/systemd-socket-activate",
+            arguments: ["-l", passedPath, "/bin/true"])
+        // Its file appears at bind, after it has closed what it inherited; no connection, so it
+        // keeps waiting.
+        try await pollUntil(timeout: .seconds(10), "systemd-socket-activate binds") {
+            FileManager.default.fileExists(atPath: passedPath)
+        }
+        let other = try await runCommand("/bin/true", [], timeout: .seconds(10))
+        #expect(other.status == 0)
+        #expect(activator.process.isRunning, "it waits for a first connection: \(activator.log)")
+        _ = try await activator.stop(signal: SIGKILL)
+    }
+
     // MARK: Reload
 
     @Test func reloadAddsAProviderWithoutDroppingConnectionsOrCredentials() async throws {
@@ -638,15 +659,17 @@ final class DatagramListener: Sendable {
 
 /// tokend started through another program (systemd-socket-activate, unshare), which execs it,
 /// so the process id is tokend's.
-final class LaunchedProcess: @unchecked Sendable {
-    // @unchecked: the Process is only touched from the test that owns this object.
-    let process = Process()
+///
+/// Spawned out of Foundation's sight (`SpawnedProcess`): systemd-socket-activate closes every
+/// descriptor it did not create, and a Foundation `Process` would then stop reaping every other
+/// child of the test process.
+final class LaunchedProcess: Sendable {
+    let process: SpawnedProcess
     let logPath: String
 
     init(directory: ScratchDirectory, executable: String, arguments: [String], journalStream: Bool = false) throws {
         logPath = directory.file("tokend.log")
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = FileHandle(forWritingAtPath: logPath)!
         var environment = SystemdIntegrationTests.environment([:])
         if journalStream {
             // What systemd sets when stdout/stderr are connected to the journal: here, the log file.
@@ -654,21 +677,16 @@ final class LaunchedProcess: @unchecked Sendable {
             guard stat(logPath, &info) == 0 else { throw TestFailure("stat(\(logPath)) failed") }
             environment["JOURNAL_STREAM"] = "\(info.st_dev):\(info.st_ino)"
         }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = environment
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
+        process = try SpawnedProcess(executable, arguments, environment: environment, outputPath: logPath)
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(20)) async throws -> Int32 {
-        try await terminate(process, signal: signal, timeout: timeout)
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        do {
+            return try await process.terminate(signal: signal, timeout: timeout)
+        } catch let failure as SpawnedProcess.Failure {
+            throw TestFailure(failure.description)
+        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import TokendTestSupport
 
 /// `Tests/idp/faultproxy.py` in front of the test IdP, for faults a real server cannot produce.
@@ -133,10 +134,18 @@ extension Process {
     /// Stops a test's stand-in server and reaps it. SIGKILL, not SIGTERM: the test process's
     /// children start with its blocked signals, SIGTERM among them, so a Python stand-in never saw
     /// a SIGTERM and outlived the suite. The stand-ins keep nothing that needs a clean exit.
+    ///
+    /// Waits at most ten seconds, polling, not in `waitUntilExit()`: if Foundation's monitor ever
+    /// stops reaping (see `SpawnedProcess`), a test fails with a message instead of holding a
+    /// thread of the cooperative pool for ever.
     func stopStandIn() {
         guard isRunning else { return }
         kill(processIdentifier, SIGKILL)
-        waitUntilExit()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while isRunning, ContinuousClock.now < deadline { usleep(5_000) }
+        if isRunning {
+            Issue.record("\(executableURL?.lastPathComponent ?? "a stand-in") was not reaped within 10 s of SIGKILL")
+        }
     }
 
     /// A Python test helper of this repository, run by the test venv's interpreter, its output discarded.
