@@ -102,6 +102,24 @@ struct AuditTrailUnitTests {
         #expect(events[0].metadata["audit_connection"] == events[1].metadata["audit_connection"])
     }
 
+    /// The unit of a cgroup file's text is remembered by the text, and is what the parser says
+    /// for it; the table is emptied, not grown, past its capacity.
+    @Test func theUnitsOfCgroupsAreRememberedAndBounded() {
+        let units = CgroupUnits()
+        let texts = [
+            "0::/system.slice/backup.service\n", "0::/user.slice/user-1000.slice/user@1000.service/app.slice/x.service\n",
+            "0::/system.slice/other.service/backup.service\n", "0::/\n", "0::/../escaped.service\n",
+            "12:name=systemd:/system.slice/legacy.service\n0::/\n",
+        ]
+        for _ in 0..<2 {
+            for text in texts { #expect(units.unit(fromCgroup: text) == ProgramFacts.unit(fromCgroup: text), "\(text)") }
+        }
+        #expect(units.count == texts.count)
+        for index in 0..<CgroupUnits.capacity { _ = units.unit(fromCgroup: "0::/system.slice/job-\(index).scope\n") }
+        #expect(units.count <= CgroupUnits.capacity)
+        #expect(units.unit(fromCgroup: "0::/system.slice/job-7.scope\n") == "job-7.scope")
+    }
+
     @Test func aDisabledTrailRecordsNothingUntilAReloadTurnsItOn() {
         let capture = Capture()
         let trail = AuditTrail(logger: capture.logger, enabled: false)

@@ -51,7 +51,7 @@ final class AuditTrail: Sendable {
     }
 
     private func write(_ key: AuditTally<AuditRecord>.Key, _ record: AuditRecord, count: Int) {
-        var metadata = record.metadata
+        var metadata = record.fields
         metadata["message_id"] = .string(AuditMessageID.of(key.outcome))
         metadata["audit_result"] = .string(key.outcome.rawValue)
         metadata["user_identifier"] = .string(key.credential)

@@ -7,6 +7,10 @@ import TokendOAuth
 /// uncontended lock, and their totals are recorded at ``close()`` or when the token changes.
 ///
 /// Used from the connection's event loop and from the tasks of its deferred calls.
+///
+/// A record is written at once, before the reply: the caller's `/proc` facts are read while the
+/// caller surely lives (a one-shot client exits as soon as it has its reply), and a release is
+/// on record before the token has left.
 final class ConnectionAudit: Sendable {
     private let trail: AuditTrail
     private let tally = Mutex(AuditTally<AuditRecord>())
@@ -63,7 +67,7 @@ final class ConnectionAudit: Sendable {
         let actions = tally.withLock { tally in
             tally.note(key) {
                 var built = record()
-                built.metadata["audit_connection"] = .stringConvertible(number)
+                built.connection = number
                 return built
             }
         }

@@ -132,31 +132,40 @@ enum ProgramIdentity {
     }
 
     /// A `/proc` file's text (at most 64 KiB), or the errno.
+    ///
+    /// The first read goes to a buffer on the stack: the files read here (`cgroup`, `status`) fit
+    /// in one page, and a connection per call reads one for each record of the audit trail.
     static func readSmallFile(_ path: String) -> Result<String, ProcError> {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return .failure(ProcError(code: errno)) }
         defer { close(fd) }
         var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 65536 {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return .failure(ProcError(code: errno))
+        let pageSize = 4096
+        let failure: Int32? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: pageSize) { buffer in
+            while bytes.count < 65536 {
+                let count = read(fd, buffer.baseAddress, pageSize)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                if count == 0 { break }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[0..<count]))
             }
-            if count == 0 { break }
-            bytes += buffer[0..<count]
+            return nil
         }
+        if let failure { return .failure(ProcError(code: failure)) }
         return .success(String(decoding: bytes, as: UTF8.self))
     }
 
     /// The target of a `/proc/PID/exe` link, or the errno.
     static func readLink(_ path: String) -> Result<String, ProcError> {
-        var buffer = [CChar](repeating: 0, count: 4097)
-        let count = buffer.withUnsafeMutableBufferPointer { readlink(path, $0.baseAddress!, $0.count) }
-        guard count >= 0 else { return .failure(ProcError(code: errno)) }
-        guard count < buffer.count else { return .failure(ProcError(code: ENAMETOOLONG)) }
-        return .success(String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        let capacity = Int(PATH_MAX) + 1
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
+            let count = buffer.withMemoryRebound(to: CChar.self) { readlink(path, $0.baseAddress!, capacity) }
+            guard count >= 0 else { return .failure(ProcError(code: errno)) }
+            guard count < capacity else { return .failure(ProcError(code: ENAMETOOLONG)) }
+            return .success(String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<count]), as: UTF8.self))
+        }
     }
 }
 
