@@ -261,31 +261,34 @@ extension PostgresCredentialStore {
             tag, store: store, userIdentifier: user, contentDigest: RowAuthentication.digest(ofEncoded: content), status: status,
             generation: generation, keyring: keyring)
 
-        func cell(_ name: String) -> StoredCell { stored[indexPosition[name]!] }
-        func text(_ name: String) throws -> String {
-            guard case .text(let text?) = cell(name) else { throw corrupt(name) }
+        // By position, not by name: a start-up reads a million rows, and a lookup by name hashes
+        // the name (twenty of them a row).
+        let at = IndexPositions.shared
+        func name(_ position: Int) -> String { authenticatedColumns[position].0 }
+        func text(_ position: Int) throws -> String {
+            guard case .text(let text?) = stored[position] else { throw corrupt(name(position)) }
             return text
         }
-        func optionalText(_ name: String) -> String? {
-            guard case .text(let text?) = cell(name) else { return nil }
+        func optionalText(_ position: Int) -> String? {
+            guard case .text(let text?) = stored[position] else { return nil }
             return text
         }
-        func integer(_ name: String) throws -> Int64 {
-            guard case .bigint(let number?) = cell(name) else { throw corrupt(name) }
+        func integer(_ position: Int) throws -> Int64 {
+            guard case .bigint(let number?) = stored[position] else { throw corrupt(name(position)) }
             return number
         }
-        func time(_ name: String) throws -> Timestamp { Timestamp(millisecondsSince1970: try integer(name)) }
-        func optionalTime(_ name: String) -> Timestamp? {
-            guard case .bigint(let number?) = cell(name) else { return nil }
+        func time(_ position: Int) throws -> Timestamp { Timestamp(millisecondsSince1970: try integer(position)) }
+        func optionalTime(_ position: Int) -> Timestamp? {
+            guard case .bigint(let number?) = stored[position] else { return nil }
             return Timestamp(millisecondsSince1970: number)
         }
-        func bytes(_ name: String) -> ByteBuffer? {
-            guard case .bytes(let bytes?) = cell(name) else { return nil }
+        func bytes(_ position: Int) -> ByteBuffer? {
+            guard case .bytes(let bytes?) = stored[position] else { return nil }
             return bytes
         }
-        let stateText = try text("state")
+        let stateText = try text(at.state)
         guard let state = CredentialState(rawValue: stateText) else { throw corrupt("state", "unknown state '\(stateText)'") }
-        let readersText = try text("readers")
+        let readersText = try text(at.readers)
         let readers: [Reader]
         if let known = cache[readersText] {
             readers = known
@@ -299,31 +302,53 @@ extension PostgresCredentialStore {
             }
             if cache.count < 10_000 { cache[readersText] = readers }
         }
-        guard let uid = UInt32(exactly: try integer("enrolled_uid")), let pid = Int32(exactly: try integer("enrolled_pid")) else {
+        guard let uid = UInt32(exactly: try integer(at.enrolledUID)), let pid = Int32(exactly: try integer(at.enrolledPID)) else {
             throw corrupt("enrolment", "out of range")
         }
-        guard let salt = bytes("salt") else { throw corrupt("salt") }
-        guard let access = bytes("access_token") else { throw corrupt("access_token") }
+        guard let salt = bytes(at.salt) else { throw corrupt("salt") }
+        guard let access = bytes(at.accessToken) else { throw corrupt("access_token") }
         let metadata = Credential(
-            userIdentifier: user, provider: try text("provider"), accessToken: SecretString(""), refreshToken: nil,
-            tokenType: try text("token_type"), scope: optionalText("scope"), expiresAt: try time("expires_at"),
-            issuedAt: try time("issued_at"), sessionStartedAt: try time("session_started_at"), readers: readers,
-            enrolment: Enrolment(uid: uid, pid: pid, at: try time("enrolled_at")),
+            userIdentifier: user, provider: try text(at.provider), accessToken: SecretString(""), refreshToken: nil,
+            tokenType: try text(at.tokenType), scope: optionalText(at.scope), expiresAt: try time(at.expiresAt),
+            issuedAt: try time(at.issuedAt), sessionStartedAt: try time(at.sessionStartedAt), readers: readers,
+            enrolment: Enrolment(uid: uid, pid: pid, at: try time(at.enrolledAt)),
             status: RefreshStatus(
-                state: state, lastRefreshAt: optionalTime("last_refresh_at"), lastError: optionalText("last_error"),
-                refreshCount: try integer("refresh_count"), grantStartedAt: optionalTime("grant_started_at"),
-                retryAt: optionalTime("retry_at")),
-            generation: generation, refreshTokenExpiresAt: optionalTime("refresh_token_expires_at"),
+                state: state, lastRefreshAt: optionalTime(at.lastRefreshAt), lastError: optionalText(at.lastError),
+                refreshCount: try integer(at.refreshCount), grantStartedAt: optionalTime(at.grantStartedAt),
+                retryAt: optionalTime(at.retryAt)),
+            generation: generation, refreshTokenExpiresAt: optionalTime(at.refreshTokenExpiresAt),
             // An unreadable record is none: at worst the latest passed warning is said again.
-            reloginWarnings: optionalText("relogin_warnings").flatMap(ReloginWarningRecord.init(encoded:)))
+            reloginWarnings: optionalText(at.reloginWarnings).flatMap(ReloginWarningRecord.init(encoded:)))
         return IndexedCredential(
-            metadata: metadata, hasRefreshToken: bytes("refresh_token") != nil,
+            metadata: metadata, hasRefreshToken: bytes(at.refreshToken) != nil,
             accessToken: .sealed(SealedAccessToken(blob: access.readableBytesView, salt: salt.readableBytesView, opener: opener)))
     }
 
     /// Where the re-login and status columns start in ``authenticatedColumns``.
     static let indexReloginPosition = contentColumns.count
     static let indexStatusPosition = contentColumns.count + reloginColumns.count
+}
+
+/// Where each column the start-up read uses is in ``PostgresCredentialStore/authenticatedColumns``,
+/// found by name once.
+private struct IndexPositions: Sendable {
+    static let shared = IndexPositions()
+
+    let provider = position("provider"), salt = position("salt"), accessToken = position("access_token")
+    let refreshToken = position("refresh_token"), tokenType = position("token_type"), scope = position("scope")
+    let expiresAt = position("expires_at"), issuedAt = position("issued_at"), sessionStartedAt = position("session_started_at")
+    let readers = position("readers"), enrolledUID = position("enrolled_uid"), enrolledPID = position("enrolled_pid")
+    let enrolledAt = position("enrolled_at"), refreshTokenExpiresAt = position("refresh_token_expires_at")
+    let reloginWarnings = position("relogin_warnings"), state = position("state"), lastRefreshAt = position("last_refresh_at")
+    let lastError = position("last_error"), refreshCount = position("refresh_count"), grantStartedAt = position("grant_started_at")
+    let retryAt = position("retry_at")
+
+    private static func position(_ name: String) -> Int {
+        guard let position = PostgresCredentialStore.indexPosition[name] else {
+            preconditionFailure("no authenticated column \(name)")
+        }
+        return position
+    }
 }
 
 /// An authenticated column's cell as the database sent it (bytes are not copied out).
