@@ -220,21 +220,28 @@ struct AuditTrailTests {
         #expect(dave[1]["audit_token_sha256"] == dave[0]["audit_token_sha256"])
         #expect(dave[2]["audit_token_sha256"] == (try await Self.fingerprint(refreshed)))
 
-        // The login ends (a refresh is told invalid_grant): the next call is refused as such.
+        // The login ends (a refresh is told invalid_grant): a call that waited on that refresh is
+        // refused, on a connection of its own, and so is the next call.
         try directory.write("ended", "")
         let deadline = ContinuousClock.now + .seconds(20)
         var ended = false
-        while !ended, ContinuousClock.now < deadline {
-            ended =
-                try client.call(Tokens.tokenCall(user: "dave", minValid: 7200)).errorName
-                == "io.tokend.TokenProvider.ReauthenticationRequired"
-            if !ended { try await Task.sleep(for: .milliseconds(200)) }
+        do {
+            let waiter = try RawClient(path: daemon.socketPath)
+            while !ended, ContinuousClock.now < deadline {
+                ended =
+                    try waiter.call(Tokens.tokenCall(user: "dave", minValid: 7200)).errorName
+                    == "io.tokend.TokenProvider.ReauthenticationRequired"
+                if !ended { try await Task.sleep(for: .milliseconds(200)) }
+            }
         }
         #expect(ended)
         #expect(try client.call(Tokens.tokenCall(user: "dave")).errorName == "io.tokend.TokenProvider.ReauthenticationRequired")
         records = try await Self.waitForRecords(daemon) { records in
-            records.contains { $0["user_identifier"] == "dave" && $0["audit_reason"] == "the login has ended" }
+            records.filter { $0["user_identifier"] == "dave" && $0["audit_reason"] == "the login has ended" }.count >= 2
         }
+        let refusals = records.filter { $0["user_identifier"] == "dave" && $0["audit_reason"] == "the login has ended" }
+        #expect(refusals.contains { $0["audit_connection"] != dave[0]["audit_connection"] }, "the waiter's refusal: \(refusals)")
+        #expect(refusals.contains { $0["audit_connection"] == dave[0]["audit_connection"] }, "the next call's: \(refusals)")
         try await daemon.stop()
         let log = daemon.log
         #expect(!log.contains(access))
@@ -281,6 +288,31 @@ struct AuditTrailTests {
         #expect(records.filter { $0["audit_method"] == "ProvideDPoPProof" }.count == 1, "repeats are counted, not recorded")
         try await daemon.stop()
         #expect(!daemon.log.contains(token))
+    }
+
+    /// A token narrowed to a scope (django-oauth-toolkit mints it) is a release of its own: its
+    /// fingerprint is the narrowed token's, and the record says what was asked for.
+    @Test func aNarrowedTokenIsAReleaseWithItsRequest() async throws {
+        let setup = try await IdPDaemon.start(providerExtra: NarrowedTokenTests.narrowed + Self.auditTable)
+        let client = try RawClient(path: setup.daemon.socketPath)
+        let minted = try await NarrowedTokenTests.enrol(setup, "alice", client: client)
+        let reply = try client.call(Tokens.tokenCall(user: "alice", scope: "read"))
+        let narrowed = try #require(reply.accessToken, "\(reply) \(setup.daemon.log.suffix(2000))")
+        #expect(narrowed != minted["access_token"] as? String)
+        #expect(try client.call(Tokens.tokenCall(user: "alice", scope: "read")).accessToken == narrowed)
+        let records = try await Self.waitForRecords(setup.daemon) { records in records.contains { $0["audit_scope"] != nil } }
+        let released = records.filter { $0["audit_scope"] != nil }
+        #expect(released.count == 1, "the second read is counted: \(released)")
+        let record = try #require(released.first)
+        #expect(record["message_id"] == Self.releasedID)
+        #expect(record["audit_method"] == "ProvideTokenReplacement")
+        #expect(record["audit_scope"] == "read")
+        #expect(record["user_identifier"] == "alice")
+        #expect(record["audit_token_sha256"] == (try await Self.fingerprint(narrowed)))
+        #expect(record["audit_caller_uid"] == "\(getuid())")
+        try await setup.stop()
+        #expect(!setup.daemon.log.contains(narrowed))
+        #expect(!setup.daemon.log.contains(minted["refresh_token"] as? String ?? "no refresh token minted"))
     }
 
     @Test(.enabled(if: CgroupHierarchy.root != nil, "no writable cgroup v2 hierarchy (root needed)"))

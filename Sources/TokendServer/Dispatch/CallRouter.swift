@@ -203,7 +203,9 @@ struct CallRouter: Sendable {
                     user, reason: "no fresh token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
             }
         ) { [registry, self] in
-            let fresh = try await registry.freshEntry(for: user, reason: reason, caller: caller)
+            let fresh = try await self.recordingLoginEnd(user, caller: caller) {
+                try await registry.freshEntry(for: user, reason: reason, caller: caller)
+            }
             // The credential may have been replaced while the call waited: the caller gets the
             // entry it finally returns only if it may read that one.
             try self.checkStillReadable(fresh, caller: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
@@ -231,8 +233,10 @@ struct CallRouter: Sendable {
                     user, reason: "no narrowed token within the call timeout (\(DurationFormat.humanReadable(timeout)))", retryAt: nil)
             }
         ) { [registry, view, self] in
-            let serving = try await registry.narrowedToken(
-                for: user, narrowing: narrowing, minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+            let serving = try await self.recordingLoginEnd(user, caller: caller) {
+                try await registry.narrowedToken(
+                    for: user, narrowing: narrowing, minimumValidity: minimumValidity, rejectedToken: rejectedToken)
+            }
             // As for the credential's own token: checked against the credential as it is now.
             guard let current = view[user] else {
                 throw self.missing(user, caller: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
@@ -245,6 +249,17 @@ struct CallRouter: Sendable {
             self.audit?.released(
                 serving, of: user, narrowing: narrowing, to: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue)
             return [serving.replyBytes]
+        }
+    }
+
+    /// `work`, a wait for a token; a wait that ends because the login has ended is a refusal on
+    /// the audit trail, as a call that comes after it is (``readableEntry(_:caller:method:)``).
+    func recordingLoginEnd<Result>(_ user: String, caller: CallerIdentity, _ work: () async throws -> Result) async throws -> Result {
+        do {
+            return try await work()
+        } catch let error as VarlinkError where error.name == TokendErrorName.reauthenticationRequired.rawValue {
+            audit?.refused(user, to: caller, method: TokenProviderMethod.provideTokenReplacement.rawValue, reason: AuditRefusal.loginEnded)
+            throw error
         }
     }
 
