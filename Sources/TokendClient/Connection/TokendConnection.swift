@@ -23,10 +23,13 @@ public final class TokendConnection: Sendable {
     public let socketPath: String
     let channel: any Channel
     private let nextCallID = Atomic<UInt64>(0)
+    /// The error tokend refused the connection with at accept, if it did.
+    private let refusal: RefusalAtAccept
 
-    private init(socketPath: String, channel: any Channel) {
+    private init(socketPath: String, channel: any Channel, refusal: RefusalAtAccept) {
         self.socketPath = socketPath
         self.channel = channel
+        self.refusal = refusal
     }
 
     /// Connects to tokend.
@@ -70,8 +73,9 @@ public final class TokendConnection: Sendable {
         // it. Try again, backing off from 1 ms to 50 ms, until the connect timeout.
         let eventLoop = eventLoopGroup.next()
         let deadline = NIODeadline.now() + TimeAmount(connectTimeout)
+        let refusal = RefusalAtAccept()
         @Sendable func attempt(backoff: TimeAmount) -> EventLoopFuture<any Channel> {
-            bootstrap(group: eventLoop, maximumMessageBytes: maximumMessageBytes, connectTimeout: connectTimeout)
+            bootstrap(group: eventLoop, maximumMessageBytes: maximumMessageBytes, connectTimeout: connectTimeout, refusal: refusal)
                 .connect(unixDomainSocketPath: socketPath).flatMapError { error in
                     guard (error as? IOError)?.errnoCode == EAGAIN, NIODeadline.now() + backoff < deadline else {
                         return eventLoop.makeFailedFuture(error)
@@ -82,12 +86,14 @@ public final class TokendConnection: Sendable {
                 }
         }
         return attempt(backoff: .milliseconds(1))
-            .map { channel in TokendConnection(socketPath: socketPath, channel: channel) }
+            .map { channel in TokendConnection(socketPath: socketPath, channel: channel, refusal: refusal) }
             .flatMapErrorThrowing { error in throw connectError(error, socketPath: socketPath) }
     }
 
     /// A bootstrap for one connection attempt.
-    private static func bootstrap(group: any EventLoopGroup, maximumMessageBytes: Int, connectTimeout: Duration) -> ClientBootstrap {
+    private static func bootstrap(
+        group: any EventLoopGroup, maximumMessageBytes: Int, connectTimeout: Duration, refusal: RefusalAtAccept
+    ) -> ClientBootstrap {
         ClientBootstrap(group: group)
             .connectTimeout(TimeAmount(connectTimeout))
             .channelInitializer { channel in
@@ -95,7 +101,7 @@ public final class TokendConnection: Sendable {
                     try channel.pipeline.syncOperations.addHandler(
                         ByteToMessageHandler(VarlinkFrameDecoder(maximumMessageBytes: maximumMessageBytes))
                     )
-                    try channel.pipeline.syncOperations.addHandler(VarlinkClientHandler())
+                    try channel.pipeline.syncOperations.addHandler(VarlinkClientHandler(refusal: refusal))
                 }
             }
     }
@@ -152,6 +158,7 @@ public final class TokendConnection: Sendable {
             error.wasNotSent = true
             throw error
         }
+        if let refused = refusal.value { return Self.answer(refused, onReply: onReply) }
         let id = nextCallID.wrappingAdd(1, ordering: .relaxed).oldValue
         let promise = channel.eventLoop.makePromise(of: [VarlinkReply].self)
         let outbound = OutboundCall(
@@ -178,10 +185,21 @@ public final class TokendConnection: Sendable {
                 channel.triggerUserOutboundEvent(VarlinkClientHandler.AbandonCall(id: id), promise: nil)
             }
         } catch let error as TokendClientError {
+            // Closed because tokend refused the connection before this call reached it: the
+            // refusal is the answer.
+            if error.code == .daemonUnavailable, let refused = refusal.value { return Self.answer(refused, onReply: onReply) }
             throw error
         } catch {
+            if let refused = refusal.value { return Self.answer(refused, onReply: onReply) }
             throw VarlinkClientHandler.connectionError(error, method: method)
         }
+    }
+
+    /// A refusal at accept as a call's reply: returned, or handed to `onReply`.
+    private static func answer(_ refused: VarlinkReply, onReply: (@Sendable (VarlinkReply) -> Void)?) -> [VarlinkReply] {
+        guard let onReply else { return [refused] }
+        onReply(refused)
+        return []
     }
 
     /// Closes the connection; calls still waiting fail with `daemonUnavailable`.

@@ -1,4 +1,5 @@
 import NIOCore
+import Synchronization
 import TokendProtocol
 
 /// A call handed to the pipeline: what to send and whom to tell about the replies.
@@ -15,6 +16,27 @@ struct OutboundCall: Sendable {
     /// When set, each reply is handed over as it arrives (on the event loop) instead of being
     /// collected: for `more` calls that stream for as long as the connection lives (`Watch`).
     var onReply: (@Sendable (VarlinkReply) -> Void)? = nil
+}
+
+/// The error tokend answered a connection with before any call was sent on it: a refusal at
+/// accept (a connection quota reached, a socket the caller may not use), after which tokend
+/// closes the connection. Kept for the calls made on the connection, which get it as their
+/// reply: under load the refusal can arrive, and the connection close, before the first call is
+/// even written, and that caller must learn why, not only that the connection was closed.
+final class RefusalAtAccept: Sendable {
+    private let reply = Mutex<VarlinkReply?>(nil)
+
+    init() {}
+
+    /// Keeps `reply`, the first such one.
+    func keep(_ reply: VarlinkReply) {
+        self.reply.withLock { kept in
+            if kept == nil { kept = reply }
+        }
+    }
+
+    /// The refusal, if the connection was refused.
+    var value: VarlinkReply? { reply.withLock { $0 } }
 }
 
 /// Matches replies to calls on one connection.
@@ -56,10 +78,17 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
     private var waiting = CircularBuffer<Waiting>()
     /// Set once the connection is unusable; every later call fails without being sent.
     private var isClosed = false
+    /// Whether a call has been handed to this handler: an error reply before that is a refusal
+    /// at accept, after it a reply nobody waits for.
+    private var hasCalls = false
+    /// Where a refusal at accept is kept for ``TokendConnection``.
+    private let refusal: RefusalAtAccept
     private var context: ChannelHandlerContext?
     private var encoded: [UInt8] = []
 
-    init() {}
+    init(refusal: RefusalAtAccept = RefusalAtAccept()) {
+        self.refusal = refusal
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -74,6 +103,7 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let outbound = unwrapOutboundIn(data)
+        hasCalls = true
         if isClosed {
             var error = TokendClientError(
                 code: .daemonUnavailable,
@@ -176,6 +206,13 @@ final class VarlinkClientHandler: ChannelDuplexHandler {
             return
         }
         guard var head = waiting.first else {
+            if !hasCalls, reply.error != nil {
+                // Refused at accept: tokend closes the connection after this reply.
+                refusal.keep(reply)
+                isClosed = true
+                context.close(promise: nil)
+                return
+            }
             fatal(TokendClientError(code: .protocolError, message: "tokend sent a reply to no call"), context: context)
             return
         }
