@@ -137,6 +137,9 @@ extension PostgresRefreshCoordination {
     /// The most credential changes handed to the registry at once.
     public static let changeBatchLimit = 1_000
 
+    /// The least time between two batches of lease news (``ChangeHandlers/leasesTaken``).
+    static let leaseNewsPace = Duration.milliseconds(100)
+
     /// One dedicated connection with `LISTEN tokend_changes`, re-opened with backoff whenever it
     /// fails. Every (re)connection is followed by a reconciliation, since notifications sent
     /// while nobody listened are lost. Lease news is noted as it comes; credential changes and
@@ -165,6 +168,10 @@ extension PostgresRefreshCoordination {
                                 while let taken = await leases.next(limit: Self.changeBatchLimit) {
                                     await handlers.leasesTaken(taken)
                                     leases.applied(taken)
+                                    // What is done with them happens when a lease ends: news
+                                    // handed over a moment later costs nothing, and a wave's
+                                    // thousands a second come in a few batches instead.
+                                    try? await Task.sleep(for: Self.leaseNewsPace)
                                 }
                             }
                             do {
