@@ -26,7 +26,11 @@ For each size and token kind (40-byte opaque tokens; 1 KiB JWTs, by default at 1
   kill      the same wave, with node B SIGKILLed when 40 % of the credentials are refreshed:
             how long until every credential whose lease it held is refreshed by another node,
             grants per credential, credentials left unrefreshed, marked in flight or needing
-            reauthentication (must be 0).
+            reauthentication (must be 0). A grant B had in flight (its lease, and its marker in
+            the row) may have reached the endpoint; the node that takes the lease over sends it
+            again with the same refresh token. Reported: B's grants in flight at its death (from
+            the rows), the credentials granted twice (at the endpoint: they must all be among
+            those), and the grants the takers sent again (their logs).
 
 The token endpoint is bench/floor/grant_endpoint.c (C, epoll): it answers refresh grants
 without storage and counts them per credential; its CPU per grant is reported.
@@ -291,9 +295,17 @@ def wave(args, procs, pg, tmp, key, size, kind, kill, estimate):
                     "SELECT user_identifier FROM tokend_leases WHERE holder = 'node-b' AND expires_at > tokend_now_ms()", database)]
                 marked = int(pg.psql(
                     "SELECT count(*) FROM tokend_credentials WHERE grant_started_at IS NOT NULL", database))
+                # B's grants in flight at its death: its leases whose row carries a grant's marker
+                # (written before the request is sent, so each may or may not have reached the endpoint).
+                in_flight = [r[0] for r in pg.rows(
+                    """SELECT c.user_identifier FROM tokend_credentials c JOIN tokend_leases l USING (user_identifier)
+                       WHERE l.holder = 'node-b' AND l.expires_at > tokend_now_ms() AND c.grant_started_at IS NOT NULL""",
+                    database)]
                 kill_info = {"killed_at_granted": granted, "leases_held_by_killed_node": len(held),
+                             "grants_in_flight_on_killed_node": len(in_flight),
                              "credentials_marked_in_flight_at_kill": marked}
                 (tmp / f"{database}-held.txt").write_text("\n".join(held))
+                (tmp / f"{database}-in-flight.txt").write_text("\n".join(in_flight))
                 pg.psql("CREATE TABLE fleet_held AS SELECT user_identifier FROM tokend_leases "
                         "WHERE holder = 'node-b' AND expires_at > tokend_now_ms()", database)
                 log(f"killed node-b at {granted}/{size}: it held {len(held)} leases")
@@ -362,14 +374,26 @@ def wave(args, procs, pg, tmp, key, size, kind, kill, estimate):
             "loadavg_before": load_before, "loadavg_after": loadavg(),
         }
         if kill:
+            in_flight = set((tmp / f"{database}-in-flight.txt").read_text().split()) if killed else set()
+            twice = {m["user"] for m in more}
+            resent = set()
+            for node in (fleet.nodes[0], fleet.nodes[2]):
+                resent |= node.resent_grants()
             row["kill"] = kill_info | {
                 "more_than_once_outside_killed_leases": sum(1 for m in more if m["user"] not in held),
+                # The endpoint lists at most 50 credentials granted more than once.
+                "granted_twice_listed": len(twice), "granted_twice_list_complete": len(twice) == row["granted_more_than_once"],
+                "granted_twice_in_flight_on_killed_node": len(twice & in_flight),
+                "granted_twice_not_in_flight_on_killed_node": len(twice - in_flight),
+                "in_flight_on_killed_node_granted_once": len(in_flight - twice),
+                "resent_by_takers": len(resent), "resent_not_in_flight_on_killed_node": len(resent - in_flight),
                 "lease_s": args.lease,
             }
         row["one_grant_per_credential"] = (row["credentials_granted"] == size and
                                            (row["granted_more_than_once"] == 0 if not kill else
                                             row["kill"]["more_than_once_outside_killed_leases"] == 0
-                                            and row["granted_more_than_once"] <= kill_info.get("leases_held_by_killed_node", 0)))
+                                            and row["kill"]["granted_twice_list_complete"]
+                                            and row["kill"]["granted_twice_not_in_flight_on_killed_node"] == 0))
         row["nothing_lost"] = row["after"]["not_valid"] == 0 and row["after"]["marked_in_flight"] == 0 and row["after"]["never_refreshed"] == 0
         log(f"{database}: {row['credentials_granted']}/{size} refreshed in {wall:.1f} s ({row['grants_per_s']}/s), "
             f"{row['granted_more_than_once']} more than once, CPU/grant tokend {tokend_ms:.3f} + PostgreSQL {pg_ms:.3f} ms "
@@ -485,6 +509,11 @@ def print_tables(standing_rows, wave_rows, kill_rows):
                 print(f"       killed node-b at {k.get('killed_at_granted')}: it held {k.get('leases_held_by_killed_node')} leases,"
                       f" all refreshed elsewhere {k.get('takeover_s')} s after the kill (lease {k['lease_s']});"
                       f" more than once outside its leases: {k['more_than_once_outside_killed_leases']}")
+                print(f"       granted twice: {r['granted_more_than_once']}, all of them grants in flight on node-b at its death:"
+                      f" {'yes' if k['granted_twice_not_in_flight_on_killed_node'] == 0 and k['granted_twice_list_complete'] else 'NO'}"
+                      f" (in flight on node-b: {k.get('grants_in_flight_on_killed_node')}, of which granted twice"
+                      f" {k['granted_twice_in_flight_on_killed_node']}, once {k['in_flight_on_killed_node_granted_once']};"
+                      f" sent again by the takers: {k['resent_by_takers']})")
 
 
 if __name__ == "__main__":

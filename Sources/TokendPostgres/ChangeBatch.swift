@@ -1,4 +1,5 @@
 import Synchronization
+import TokendStorage
 
 /// Credential changes announced by other nodes, gathered while the previous ones are applied, so
 /// that a node applies them in batches: in a refresh wave the fleet announces thousands of
@@ -8,9 +9,16 @@ import Synchronization
 ///
 /// Per credential only the latest change counts: a generation, or nil when it was removed.
 /// Changes of one credential arrive in commit order, so the latest is the newest.
-final class ChangeBatch: Sendable {
+typealias ChangeBatch = NewsBatch<Int64?>
+
+/// Leases other nodes took, gathered the same way (``PostgresRefreshCoordination/receive(_:into:leases:)``).
+typealias LeaseNews = NewsBatch<LeaseHolder>
+
+/// News about credentials from the other nodes, per credential the latest, handed to one
+/// consumer in bounded batches while more arrives.
+final class NewsBatch<News: Sendable>: Sendable {
     private struct State {
-        var pending: [String: Int64?] = [:]
+        var pending: [String: News] = [:]
         /// Taken by ``next(limit:)`` and not yet ``applied(_:)``.
         var applying: Set<String> = []
         var waiter: CheckedContinuation<Void, Never>?
@@ -19,10 +27,10 @@ final class ChangeBatch: Sendable {
 
     private let state = Mutex(State())
 
-    /// Records a change of `user`: its new generation, or nil when it was removed.
-    func add(_ user: String, generation: Int64?) {
+    /// Records news of `user`, replacing any not yet taken.
+    func add(_ user: String, _ news: News) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.pending[user] = .some(generation)
+            state.pending[user] = news
             defer { state.waiter = nil }
             return state.waiter
         }
@@ -33,7 +41,7 @@ final class ChangeBatch: Sendable {
     func isPending(_ user: String) -> Bool { state.withLock { $0.pending[user] != nil || $0.applying.contains(user) } }
 
     /// The batch `next(limit:)` returned has been applied.
-    func applied(_ changes: [String: Int64?]) {
+    func applied(_ changes: [String: News]) {
         state.withLock { state in
             for user in changes.keys { state.applying.remove(user) }
         }
@@ -52,12 +60,12 @@ final class ChangeBatch: Sendable {
 
     /// Waits for changes and takes up to `limit` of them, or nil once finished and empty; the
     /// caller says when it has ``applied(_:)`` them. One consumer at a time.
-    func next(limit: Int) async -> [String: Int64?]? {
+    func next(limit: Int) async -> [String: News]? {
         // Bounded: each pass either takes changes, ends, or waits for an add or a finish.
         while true {
-            let taken = state.withLock { state -> [String: Int64?]?? in
+            let taken = state.withLock { state -> [String: News]?? in
                 if !state.pending.isEmpty {
-                    var batch: [String: Int64?] = [:]
+                    var batch: [String: News] = [:]
                     if state.pending.count <= limit {
                         batch = state.pending
                         state.pending = [:]
@@ -80,4 +88,9 @@ final class ChangeBatch: Sendable {
             }
         }
     }
+}
+
+extension NewsBatch where News == Int64? {
+    /// Records a change of `user`: its new generation, or nil when it was removed.
+    func add(_ user: String, generation: Int64?) { add(user, generation) }
 }

@@ -40,6 +40,12 @@ struct LeaseTable: Sendable {
         for (user, lease) in live { note(user, holder: lease.holder, expiresAt: lease.expiresAt, fencing: lease.fencing, now: now) }
     }
 
+    /// The lease of `user` while a node holds it, also past its end; nil once released or unknown.
+    func lease(of user: String) -> LeaseHolder? {
+        guard let lease = known[user], let holder = lease.holder else { return nil }
+        return LeaseHolder(holder: holder, expiresAt: lease.expiresAt)
+    }
+
     /// The leases held now.
     func holders(now: Timestamp) -> [String: LeaseHolder] {
         var result: [String: LeaseHolder] = [:]

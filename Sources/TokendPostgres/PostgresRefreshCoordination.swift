@@ -11,7 +11,8 @@ import TokendStorage
 ///   credential with the counter. A node that cannot reach the database gets `.unavailable` and
 ///   refreshes nothing; a lease it held lapses on the database's clock.
 /// - Changes: ``run(handlers:)`` keeps a dedicated connection listening on `tokend_changes` and
-///   hands every committed change to the registry, and every `reconcileMilliseconds` compares
+///   hands every committed change and every lease another node takes to the registry, and
+///   every `reconcileMilliseconds` compares
 ///   all generations in case a notification was missed (a dropped connection, a restart).
 public final class PostgresRefreshCoordination: RefreshCoordination {
     public let store: PostgresCredentialStore
@@ -72,6 +73,10 @@ public final class PostgresRefreshCoordination: RefreshCoordination {
         return leaseTable.withLock { $0.holders(now: now) }
     }
 
+    public func lease(of userIdentifier: String) -> LeaseHolder? { leaseTable.withLock { $0.lease(of: userIdentifier) } }
+
+    public var leaseDuration: Duration { .milliseconds(store.settings.leaseMilliseconds) }
+
     public func nodes() -> [String] { nodeList.withLock { $0 } }
 
     /// Calls `observer` whenever the store becomes unavailable or available again.
@@ -90,13 +95,19 @@ public struct ChangeHandlers: Sendable {
     public var credentialsChanged: @Sendable (_ changes: [String: Int64?]) async -> Void
     /// The store's generations, for a full comparison with the node's view.
     public var reconcile: @Sendable (_ generations: [String: Int64]) async -> Void
+    /// Other nodes took (or renewed) these credentials' leases, each with its holder and end as
+    /// heard, in batches like the changes. The lease table
+    /// (``PostgresRefreshCoordination/lease(of:)``) may have newer news by then.
+    public var leasesTaken: @Sendable (_ leases: [String: LeaseHolder]) async -> Void
 
     public init(
         credentialsChanged: @escaping @Sendable ([String: Int64?]) async -> Void,
-        reconcile: @escaping @Sendable ([String: Int64]) async -> Void
+        reconcile: @escaping @Sendable ([String: Int64]) async -> Void,
+        leasesTaken: @escaping @Sendable ([String: LeaseHolder]) async -> Void = { _ in }
     ) {
         self.credentialsChanged = credentialsChanged
         self.reconcile = reconcile
+        self.leasesTaken = leasesTaken
     }
 
     /// Handlers that take the changes of a batch one by one.
@@ -126,10 +137,14 @@ extension PostgresRefreshCoordination {
     /// The most credential changes handed to the registry at once.
     public static let changeBatchLimit = 1_000
 
+    /// The least time between two batches of lease news (``ChangeHandlers/leasesTaken``).
+    static let leaseNewsPace = Duration.milliseconds(100)
+
     /// One dedicated connection with `LISTEN tokend_changes`, re-opened with backoff whenever it
     /// fails. Every (re)connection is followed by a reconciliation, since notifications sent
-    /// while nobody listened are lost. Lease news is noted as it comes; credential changes are
-    /// gathered (``ChangeBatch``) and applied a batch at a time while the next ones arrive.
+    /// while nobody listened are lost. Lease news is noted as it comes; credential changes and
+    /// the leases other nodes take are gathered (``ChangeBatch``, ``LeaseNews``) and handed over
+    /// a batch at a time while the next ones arrive.
     private func listen(_ handlers: ChangeHandlers) async {
         var attempt = 0
         while !Task.isCancelled {
@@ -141,6 +156,7 @@ extension PostgresRefreshCoordination {
                         logger.debug("listening for changes from other nodes")
                         await reconcileOnce(handlers)
                         let batch = ChangeBatch()
+                        let leases = LeaseNews()
                         try await withThrowingTaskGroup(of: Void.self) { tasks in
                             tasks.addTask {
                                 while let changes = await batch.next(limit: Self.changeBatchLimit) {
@@ -148,11 +164,25 @@ extension PostgresRefreshCoordination {
                                     batch.applied(changes)
                                 }
                             }
+                            tasks.addTask {
+                                while let taken = await leases.next(limit: Self.changeBatchLimit) {
+                                    await handlers.leasesTaken(taken)
+                                    leases.applied(taken)
+                                    // What is done with them happens when a lease ends: news
+                                    // handed over a moment later costs nothing, and a wave's
+                                    // thousands a second come in a few batches instead.
+                                    try? await Task.sleep(for: Self.leaseNewsPace)
+                                }
+                            }
                             do {
-                                for try await notification in notifications { self.receive(notification.payload, into: batch) }
+                                for try await notification in notifications {
+                                    self.receive(notification.payload, into: batch, leases: leases)
+                                }
                                 batch.finish()
+                                leases.finish()
                             } catch {
                                 batch.finish()
+                                leases.finish()
                                 throw error
                             }
                             try await tasks.waitForAll()
@@ -171,8 +201,9 @@ extension PostgresRefreshCoordination {
         }
     }
 
-    /// One notification: a lease's news now, a credential's change into `batch`.
-    func receive(_ payload: String, into batch: ChangeBatch) {
+    /// One notification: a lease's news now (and into `leases` when another node took it), a
+    /// credential's change into `batch`.
+    func receive(_ payload: String, into batch: ChangeBatch, leases: LeaseNews) {
         guard let change = ChangeNotification.parse(payload) else {
             logger.debug("ignored an unrecognised change notification")
             return
@@ -184,6 +215,7 @@ extension PostgresRefreshCoordination {
             batch.add(user, generation: nil)
         case .lease(let user, let holder, let fencing, let expiresAt):
             noteLease(user, holder: holder, expiresAt: expiresAt, fencing: fencing)
+            if let holder, holder != store.settings.nodeName { leases.add(user, LeaseHolder(holder: holder, expiresAt: expiresAt)) }
             // A lease released after a result still waiting in the batch: its waiters are woken
             // once the result is applied, not before (they would find the old token).
             if !batch.isPending(user) { waiters.signal(user) }

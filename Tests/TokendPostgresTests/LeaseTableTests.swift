@@ -1,5 +1,6 @@
 import Testing
 import TokendCore
+import TokendStorage
 
 @testable import TokendPostgres
 
@@ -33,5 +34,22 @@ struct LeaseTableTests {
         #expect(table.known.keys.sorted() == ["bob"])
         table.merge(live: [:], now: Self.t0 + .seconds(61))
         #expect(table.known.isEmpty)
+    }
+
+    /// A lease is known, with its end, while a node holds it, also past that end (a node that
+    /// died never releases it): that is when another node takes it over. Once released, or
+    /// forgotten after it ended, none is known.
+    @Test func aHeldLeaseIsKnownPastItsEndUntilReleasedOrForgotten() {
+        var table = LeaseTable()
+        table.note("alice", holder: "b", expiresAt: Self.t0 + .seconds(30), fencing: 1, now: Self.t0)
+        #expect(table.lease(of: "alice") == LeaseHolder(holder: "b", expiresAt: Self.t0 + .seconds(30)))
+        #expect(table.holders(now: Self.t0 + .seconds(31)).isEmpty)
+        #expect(table.lease(of: "alice")?.holder == "b")
+        table.merge(live: [:], now: Self.t0 + .seconds(31))
+        #expect(table.lease(of: "alice") == nil)
+        table.note("bob", holder: "b", expiresAt: Self.t0 + .seconds(30), fencing: 2, now: Self.t0)
+        table.note("bob", holder: nil, expiresAt: Self.t0 + .seconds(1), fencing: 2, now: Self.t0 + .seconds(1))
+        #expect(table.lease(of: "bob") == nil)
+        #expect(table.lease(of: "carol") == nil)
     }
 }

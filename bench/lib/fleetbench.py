@@ -8,6 +8,7 @@ import json
 import os
 import pwd
 import random
+import re
 import select
 import signal
 import socket
@@ -232,6 +233,20 @@ class Node:
                 return f.read().count(b"credential refreshed")
         except FileNotFoundError:
             return 0
+
+    def resent_grants(self):
+        """The credentials whose grant this node sent again after another node left it in flight."""
+        users = set()
+        try:
+            with open(self.log_path, errors="replace") as f:
+                for line in f:
+                    if "sending again a grant" in line:
+                        match = re.search(r"user_identifier=(\S+)", line)
+                        if match:
+                            users.add(match.group(1))
+        except FileNotFoundError:
+            pass
+        return users
 
     def log_summary(self):
         """Lines by level, and the most frequent warning and error messages (without their

@@ -81,7 +81,8 @@ extension TokendDaemon {
         }
         let handlers = ChangeHandlers(
             credentialsChanged: { changes in await registry.applyStoredChanges(changes) },
-            reconcile: { generations in await registry.reconcile(with: generations) }
+            reconcile: { generations in await registry.reconcile(with: generations) },
+            leasesTaken: { leases in await registry.noteLeasesTakenElsewhere(leases.keys) }
         )
         return Task { await shared.run(handlers: handlers) }
     }

@@ -31,9 +31,15 @@ extension CredentialRegistry {
             scheduler.cancel(user)
             return
         }
-        let events = Self.plannedEvents(status: status, hasRefreshToken: hasRefreshToken, times: times, provider: provider, now: now())
+        let current = now()
+        var events = Self.plannedEvents(status: status, hasRefreshToken: hasRefreshToken, times: times, provider: provider, now: current)
         if let plan = events.plan, plan.shorterThanMargin { notices.shortLivedTokens(provider: provider, lifetime: plan.lifetime) }
         let awaitingGrant = status.state == .refreshing && grants.grantInFlight(of: user) != nil
+        // Another node's grant is in flight: nothing but a check when its lease ends. (Without
+        // a lease known elsewhere the grant may be this node's own narrowed grant: planned as usual.)
+        if status.state == .refreshing, !awaitingGrant, events.due != nil, let lease = gate.takeOver?.leaseElsewhere(of: user) {
+            events.due = TakeOverCheck.checkTime(lease)
+        }
         if let due = scheduler.replan(user, with: events, awaitingGrant: awaitingGrant), wakeup.isNeeded(for: due) { wake() }
         if !provider.relogin.thresholds.isEmpty { scheduleReloginCheck(user) }
     }
@@ -49,10 +55,23 @@ extension CredentialRegistry {
     /// The next event of one credential, with this daemon's jitter: pure, so start-up can plan
     /// a million credentials in parallel and insert them into the schedule at once.
     nonisolated static func plannedEvents(
-        status: RefreshStatus, hasRefreshToken: Bool, times: CredentialTimes, provider: ProviderConfiguration, now: Timestamp
+        status: RefreshStatus, hasRefreshToken: Bool, times: CredentialTimes, provider: ProviderConfiguration, now: Timestamp,
+        jitter: Double = JitterSource.next()
     ) -> PlannedEvents {
         provider.refreshPolicy.events(
-            status: status, renewable: hasRefreshToken || !isOAuth(provider), times: times, jitter: JitterSource.next(), now: now)
+            status: status, renewable: hasRefreshToken || !isOAuth(provider), times: times, jitter: jitter, now: now)
+    }
+
+    /// Whether `entry`'s token is due on some node: the earliest refresh point any node's
+    /// jitter can give it (jitter 1) has come. A credential whose event comes from its own plan
+    /// always is; one checked because another node took its lease is, if that node took it to
+    /// refresh a due token (``TakeOverCheck``), and is not once that node's result has replaced it.
+    nonisolated static func isDueForAnyNode(_ entry: ViewEntry, provider: ProviderConfiguration, now: Timestamp) -> Bool {
+        let times = CredentialTimes(issuedAt: entry.issuedAt, expiresAt: entry.expiresAt, sessionStartedAt: entry.sessionStartedAt)
+        let events = plannedEvents(
+            status: entry.status, hasRefreshToken: entry.hasRefreshToken, times: times, provider: provider, now: now, jitter: 1)
+        guard let due = events.due else { return false }
+        return due <= now
     }
 
     private nonisolated static func isOAuth(_ provider: ProviderConfiguration) -> Bool {
@@ -93,8 +112,20 @@ extension CredentialRegistry {
             }
             return
         }
-        let reason: RefreshReason = (entry.status.grantStartedAt != nil || entry.status.state == .refreshing) ? .recovery : .proactive
-        startGrant(user, reason: reason)
+        let marked = entry.status.grantStartedAt != nil || entry.status.state == .refreshing
+        if grants.grantInFlight(of: user) == nil, let takeOver = gate.takeOver {
+            switch takeOver.step(of: user, now: current) {
+            case .checkAgain(let at):
+                scheduler.retry(user, at: at)
+                return
+            case .takeOver:
+                if !marked, !Self.isDueForAnyNode(entry, provider: provider, now: current) {
+                    plan(entry, providers: settings.current.providers)
+                    return
+                }
+            }
+        }
+        startGrant(user, reason: marked ? .recovery : .proactive)
     }
 
     private func warnAboutSessionEnd(_ user: String, now current: Timestamp) {

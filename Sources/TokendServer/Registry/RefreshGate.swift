@@ -21,6 +21,8 @@ protocol RefreshGate: Sendable {
     func leave(_ lease: RefreshLease, registry: isolated CredentialRegistry) async
     /// Why this store's master key cannot be rotated from here, if it cannot.
     var keyRotationRefusal: String? { get }
+    /// How this node takes over the credentials of a node that dies mid-grant; nil on a single host.
+    var takeOver: TakeOverCheck? { get }
 }
 
 /// A store only this daemon uses: the registry's single flight is all the coordination there
@@ -33,4 +35,6 @@ struct SingleHostGate: RefreshGate {
     func leave(_ lease: RefreshLease, registry: isolated CredentialRegistry) async {}
 
     var keyRotationRefusal: String? { nil }
+
+    var takeOver: TakeOverCheck? { nil }
 }

@@ -35,6 +35,8 @@ struct SharedStoreGate: RefreshGate {
         "the store is shared with other nodes; install a new key file on every node instead"
     }
 
+    var takeOver: TakeOverCheck? { TakeOverCheck(coordination: coordination) }
+
     func leave(_ lease: RefreshLease, registry: isolated CredentialRegistry) async {
         await coordination.releaseLease(lease)
         registry.releaseLeasePermit()
@@ -61,6 +63,7 @@ struct SharedStoreGate: RefreshGate {
                 if let stored = lease.storedGeneration, let entry = registry.view[user], entry.generation == stored,
                     TokenMark(entry) == seen
                 {
+                    noteTakeOver(of: entry, registry: registry)
                     return .granted(lease)
                 }
                 if let adopted = await adoptIfRefreshedElsewhere(user, seen: seen, registry: registry) {
@@ -68,6 +71,7 @@ struct SharedStoreGate: RefreshGate {
                     registry.releaseLeasePermit()
                     return .settled(adopted)
                 }
+                if let entry = registry.view[user] { noteTakeOver(of: entry, registry: registry) }
                 return .granted(lease)
             case .heldElsewhere(let holder, let expiresAt):
                 registry.releaseLeasePermit()
@@ -84,6 +88,19 @@ struct SharedStoreGate: RefreshGate {
             }
         }
         return .settled(.failed(.refreshFailed(user, reason: "other nodes kept the refresh lease; retrying later", retryAt: nil)))
+    }
+
+    /// The row is marked by a grant this node did not make (another node's, or this node's
+    /// before a restart) and the lease was free: that grant was cut off, and this one sends it
+    /// again with the same refresh token.
+    private func noteTakeOver(of entry: ViewEntry, registry: isolated CredentialRegistry) {
+        guard entry.status.state == .refreshing else { return }
+        registry.logger.notice(
+            "sending again a grant that another node, or this one before a restart, left in flight",
+            metadata: [
+                "user_identifier": "\(entry.userIdentifier)",
+                "grant_started_at": "\(entry.status.grantStartedAt?.secondsSince1970 ?? 0)",
+            ])
     }
 
     /// The answer this node's view already has, if another node replaced the token this grant

@@ -90,6 +90,13 @@ public protocol RefreshCoordination: Sendable {
     /// The live leases as last seen, by user identifier.
     func leaseHolders() -> [String: LeaseHolder]
 
+    /// The lease of `userIdentifier` as last heard, while a node holds it: its end may have
+    /// passed (a node that died never releases its leases). Nil once released, or if none is known.
+    func lease(of userIdentifier: String) -> LeaseHolder?
+
+    /// How long a lease lasts from when it is taken or renewed.
+    var leaseDuration: Duration { get }
+
     /// The nodes seen recently, sorted.
     func nodes() -> [String]
 }
@@ -107,5 +114,7 @@ public struct LocalRefreshCoordination: RefreshCoordination {
     public func waitForChange(of userIdentifier: String, until deadline: Timestamp) async {}
     public func health() -> StoreHealth { StoreHealth(kind: "sqlite") }
     public func leaseHolders() -> [String: LeaseHolder] { [:] }
+    public func lease(of userIdentifier: String) -> LeaseHolder? { nil }
+    public var leaseDuration: Duration { .zero }
     public func nodes() -> [String] { [] }
 }
