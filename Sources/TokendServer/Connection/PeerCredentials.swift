@@ -75,10 +75,9 @@ enum PeerCredentials {
                 let large: EventLoopFuture<LargeGroupList> = provider.unsafeGetSocketOption(level: level, name: soPeerGroups)
                 return large.map { groupIDs(from: $0) }.recover { _ in [] }
             }.flatMap { groups in
-                // ENOPROTOOPT before Linux 6.5: no program facts, so program readers grant nothing.
-                let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(level: level, name: soPeerPidfd)
-                return pidfd.map { Optional($0) }.recover { _ in nil }.map { pidfd in
-                    let program = pidfd.flatMap { $0 >= 0 ? ConnectedProgram(pidfd: $0, pid: ucred.pid) : nil }
+                // None before Linux 6.5: no program facts, so program readers grant nothing.
+                peerPidfd(provider).map { pidfd in
+                    let program = pidfd.map { ConnectedProgram(pidfd: $0, pid: ucred.pid) }
                     return Peer(
                         caller: CallerIdentity(
                             uid: ucred.uid, gid: ucred.gid, pid: ucred.pid, supplementaryGroups: groups, program: program?.source),
@@ -86,6 +85,13 @@ enum PeerCredentials {
                 }
             }
         }
+    }
+
+    /// A pidfd of the process that connected (`SO_PEERPIDFD`), or nil where the kernel gives none
+    /// (`ENOPROTOOPT` before Linux 6.5). The caller owns the descriptor.
+    static func peerPidfd(_ provider: any SocketOptionProvider) -> EventLoopFuture<Int32?> {
+        let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: soPeerPidfd)
+        return pidfd.map { $0 >= 0 ? $0 : nil }.recover { _ in nil }
     }
 
     /// Extracts the group ids from a zero-filled buffer the kernel wrote into.

@@ -267,8 +267,7 @@ struct CallRouter: Sendable {
     /// with (a replacement may have given it other readers meanwhile).
     func checkStillReadable(_ entry: ViewEntry, caller: CallerIdentity, method: String) throws(VarlinkError) {
         guard case .refused(let why) = readDecision(caller, entry) else { return }
-        logDenied(caller, method: method, user: entry.userIdentifier, why: why)
-        audit?.refused(entry.userIdentifier, to: caller, method: method, reason: AuditRefusal.notAReader(why))
+        refuseReader(caller, method: method, user: entry.userIdentifier, why: why)
         throw .permissionDenied(entry.userIdentifier)
     }
 
@@ -276,14 +275,9 @@ struct CallRouter: Sendable {
     /// anyone else the same answer as for a credential they may not use, so that nobody learns
     /// which names exist.
     func missing(_ user: String, caller: CallerIdentity, method: String) -> VarlinkError {
-        if settings.current.accessPolicy.isAdmin(caller) {
-            if AuditRefusal.isTokenMethod(method) {
-                audit?.refused(user, to: caller, method: method, reason: AuditRefusal.noSuchCredential)
-            }
-            return .unknownUser(user)
-        }
-        logDenied(caller, method: method, user: user)
         if AuditRefusal.isTokenMethod(method) { audit?.refused(user, to: caller, method: method, reason: AuditRefusal.noSuchCredential) }
+        if settings.current.accessPolicy.isAdmin(caller) { return .unknownUser(user) }
+        logDenied(caller, method: method, user: user)
         return .permissionDenied(user)
     }
 
@@ -301,8 +295,7 @@ struct CallRouter: Sendable {
     func readableEntry(_ user: String, caller: CallerIdentity, method: String) throws(VarlinkError) -> ViewEntry {
         guard let entry = view[user] else { throw missing(user, caller: caller, method: method) }
         if case .refused(let why) = readDecision(caller, entry) {
-            logDenied(caller, method: method, user: user, why: why)
-            audit?.refused(user, to: caller, method: method, reason: AuditRefusal.notAReader(why))
+            refuseReader(caller, method: method, user: user, why: why)
             throw .permissionDenied(user)
         }
         if entry.status.state == .reauthenticationRequired {
@@ -420,6 +413,12 @@ struct CallRouter: Sendable {
         var bytes: [UInt8] = []
         VarlinkReply(parameters: parameters).encode(into: &bytes)
         return bytes
+    }
+
+    /// `caller` is not among `user`'s readers: logged, and on the audit trail.
+    func refuseReader(_ caller: CallerIdentity, method: String, user: String, why: String?) {
+        logDenied(caller, method: method, user: user, why: why)
+        audit?.refused(user, to: caller, method: method, reason: AuditRefusal.notAReader(why))
     }
 
     func logDenied(_ caller: CallerIdentity, method: String, user: String?, why: String? = nil) {

@@ -38,12 +38,9 @@ final class LoadCredentialPeer: Sendable {
         let credentials: EventLoopFuture<PeerCredentials.UCred> = provider.unsafeGetSocketOption(
             level: level, name: PeerCredentials.soPeerCred)
         return credentials.flatMap { ucred in
-            // ENOPROTOOPT before Linux 6.5: the unit cannot be checked, and every request is refused.
-            let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(level: level, name: PeerCredentials.soPeerPidfd)
-            return pidfd.map { Optional($0) }.recover { _ in nil }.map { pidfd in
-                LoadCredentialPeer(
-                    uid: ucred.uid, gid: ucred.gid, pid: ucred.pid, path: peerPath(of: channel),
-                    pidfd: pidfd.flatMap { $0 >= 0 ? $0 : nil })
+            // None before Linux 6.5: the unit cannot be checked, and every request is refused.
+            PeerCredentials.peerPidfd(provider).map { pidfd in
+                LoadCredentialPeer(uid: ucred.uid, gid: ucred.gid, pid: ucred.pid, path: peerPath(of: channel), pidfd: pidfd)
             }
         }
     }

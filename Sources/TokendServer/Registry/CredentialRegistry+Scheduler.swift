@@ -31,8 +31,7 @@ extension CredentialRegistry {
             scheduler.cancel(user)
             return
         }
-        let current = now()
-        var events = Self.plannedEvents(status: status, hasRefreshToken: hasRefreshToken, times: times, provider: provider, now: current)
+        var events = Self.plannedEvents(status: status, hasRefreshToken: hasRefreshToken, times: times, provider: provider, now: now())
         if let plan = events.plan, plan.shorterThanMargin { notices.shortLivedTokens(provider: provider, lifetime: plan.lifetime) }
         let awaitingGrant = status.state == .refreshing && grants.grantInFlight(of: user) != nil
         // Another node's grant is in flight: nothing but a check when its lease ends. (Without
