@@ -130,21 +130,23 @@ struct LoadCredentialService: Sendable {
     /// Writes the token, then closes.
     private func deliver(_ entry: ViewEntry, format: LoadCredentialSettings.Format, record: LoadCredentialRecord, on channel: any Channel) {
         guard let credentials = entry.credentials else { return finish(record, refusal: .storeUnreadable, on: channel) }
-        var record = record
-        record.result = .delivered(expiresAt: entry.deadline, format: format)
-        record.log(logger)
-        record.audit(auditTrail, delivered: entry)
+        conclude(record, .delivered(expiresAt: entry.deadline, format: format), delivered: entry)
         let buffer = channel.allocator.buffer(bytes: LoadCredentialPayload.bytes(credentials, format: format))
         channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Logs the refusal and closes the connection with nothing written.
     private func finish(_ record: LoadCredentialRecord, refusal: LoadCredentialRefusal, on channel: any Channel) {
-        var record = record
-        record.result = .refused(refusal)
-        record.log(logger)
-        record.audit(auditTrail, delivered: nil)
+        conclude(record, .refused(refusal), delivered: nil)
         channel.close(promise: nil)
+    }
+
+    /// Logs the outcome and puts it on the audit trail.
+    private func conclude(_ record: LoadCredentialRecord, _ result: LoadCredentialRecord.Result, delivered: ViewEntry?) {
+        var record = record
+        record.result = result
+        record.log(logger)
+        record.audit(auditTrail, delivered: delivered)
     }
 
     static func candidate(_ entry: ViewEntry) -> LoadCredentialCandidate {
